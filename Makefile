@@ -1,0 +1,29 @@
+# Two entry points for a fresh machine: `make run` (main job on the embedded defaults) and `make test`.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+
+.PHONY: setup run test bench clean
+
+setup: $(VENV)/.installed
+
+# torch==2.13.0 first: a CPU wheel (on these machines it is on disk); a bare `torch` would pull a multi-GB CUDA build.
+# llama-cpp-python compiles from source the first time (about 9 minutes on 2 cores); pip caches the wheel.
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q "torch==2.13.0"
+	$(PIP) install -q -e ".[dev]"
+	touch $@
+
+run: setup
+	$(VENV)/bin/rubricforge build
+
+test: setup
+	$(VENV)/bin/pytest -q
+
+bench: setup
+	$(PY) benchmarks/retrieval.py
+
+clean:
+	rm -rf $(VENV) runs

@@ -1,0 +1,155 @@
+"""The command line. Thin: parse, load config, call a pipeline (or flow), print a summary.
+
+Heavy modules (torch, faiss, llama_cpp, litellm, datasets) are imported inside the commands, so
+``rubricforge --help`` answers at once.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from rubricforge.errors import UserError
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                  help="Build evidence-grounded query–rubric datasets, rewards and RL runs for deep-research agents.")
+corpus_app = typer.Typer(no_args_is_help=True, help="Load, index, search and serve a corpus.")
+llm_app = typer.Typer(no_args_is_help=True, help="Check the configured models.")
+app.add_typer(corpus_app, name="corpus")
+app.add_typer(llm_app, name="llm")
+
+ConfigOpt = Annotated[Optional[Path], typer.Option("--config", "-c", help="YAML config file.")]
+SetOpt = Annotated[Optional[list[str]], typer.Option("--set", "-s", help="Override a config key: --set build.max_depth=2 (repeatable).")]
+
+
+def _config(config: Path | None, overrides: list[str] | None, **flags: object):
+    from rubricforge.config import load_config
+
+    extra = [f"{key}={value}" for key, value in flags.items() if value is not None]
+    return load_config(config, [*(overrides or []), *extra])
+
+
+def _console():
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+# ---------------------------------------------------------------- corpus
+
+
+@corpus_app.command("build")
+def corpus_build(
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    source: Annotated[Optional[str], typer.Option(help="default | jsonl | parquet | hf | wiki18 | openscholar")] = None,
+    path: Annotated[Optional[str], typer.Option(help="Corpus file, folder or glob.")] = None,
+    index_kind: Annotated[Optional[str], typer.Option("--index", help="exact | hnsw | ivfpq")] = None,
+    out: Annotated[Optional[Path], typer.Option(help="Index folder (default: the cache).")] = None,
+) -> None:
+    """Load, chunk, embed and index a corpus (resumable)."""
+    from rubricforge.corpora.build import build_index
+
+    cfg = _config(config, set_, **{"corpus.source": source, "corpus.path": path, "index.kind": index_kind,
+                                   "tools.index_dir": out})
+    info = build_index(cfg, progress=True)
+    _console().print(f"[green]index ready[/green] {info.path}  passages={info.n_passages}  "
+                     f"kind={info.kind}  snapshot={info.corpus_hash[:12]}")
+
+
+@corpus_app.command("info")
+def corpus_info(config: ConfigOpt = None, set_: SetOpt = None,
+                index_dir: Annotated[Optional[Path], typer.Option("--index-dir")] = None) -> None:
+    """Describe a built index: passages, embedding model, index kind, snapshot hash."""
+    import json
+
+    from rubricforge.corpora.index_store import CorpusIndex
+
+    cfg = _config(config, set_, **{"tools.index_dir": index_dir})
+    typer.echo(json.dumps(CorpusIndex.open(cfg.index_dir()).info(), indent=2))
+
+
+@corpus_app.command("search")
+def corpus_search(
+    queries: Annotated[list[str], typer.Argument(help="One or more queries.")],
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    k: Annotated[Optional[int], typer.Option("-k", help="Results per query.")] = None,
+    scholar: Annotated[bool, typer.Option(help="Use the scholar index.")] = False,
+) -> None:
+    """Search the index and print the tool output the agent would see (App. D format)."""
+    from rubricforge.corpora.tools import ToolBox
+
+    cfg = _config(config, set_, **{"tools.top_k": k})
+    with ToolBox.from_config(cfg) as tools:
+        typer.echo(tools.scholar(queries) if scholar else tools.search(queries))
+
+
+@corpus_app.command("serve")
+def corpus_serve(
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+) -> None:
+    """Serve /retrieve, /access and /scholar over HTTP (ASearcher-compatible)."""
+    from rubricforge.corpora.server import serve
+
+    serve(_config(config, set_), host=host, port=port)
+
+
+# ---------------------------------------------------------------- llm
+
+
+@llm_app.command("check")
+def llm_check(
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    role: Annotated[Optional[list[str]], typer.Option("--role", "-r", help="generator | verifier | judge (default: all)")] = None,
+) -> None:
+    """Print each role's backend and model and one structured test completion."""
+    import asyncio
+
+    from rubricforge.llm.check import check_roles
+
+    cfg = _config(config, set_)
+    for line in asyncio.run(check_roles(cfg, role or ["generator", "verifier", "judge"])):
+        typer.echo(line)
+
+
+# ---------------------------------------------------------------- config
+
+
+@app.command("config")
+def config_show(config: ConfigOpt = None, set_: SetOpt = None) -> None:
+    """Print the resolved configuration (defaults < file < environment < --set)."""
+    import yaml
+
+    typer.echo(yaml.safe_dump(_config(config, set_).public_dict(), sort_keys=False))
+
+
+def main() -> None:
+    """Entry point: user errors become one line on stderr and exit code 2."""
+    import click
+
+    try:
+        app(standalone_mode=False)
+    except UserError as err:
+        typer.echo(f"error: {err}", err=True)
+        sys.exit(2)
+    except click.exceptions.Abort:
+        typer.echo("interrupted: finished work is kept; run the same command again to resume", err=True)
+        sys.exit(130)
+    except KeyboardInterrupt:
+        typer.echo("interrupted: finished work is kept; run the same command again to resume", err=True)
+        sys.exit(130)
+    except click.ClickException as err:
+        err.show()
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

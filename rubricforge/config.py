@@ -1,0 +1,212 @@
+"""One typed configuration: defaults < YAML file < environment < command-line overrides.
+
+Environment variables are ``RUBRICFORGE_<SECTION>__<FIELD>`` (double underscore between levels),
+e.g. ``RUBRICFORGE_LLM__GENERATOR__MODEL=openai/gpt-4o-mini``. Command-line overrides are dotted
+``key=value`` pairs, e.g. ``--set build.max_depth=2``. API keys are never part of the config: a role
+names the environment variable that holds its key (``api_key_env``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from rubricforge.errors import UserError
+
+ENV_PREFIX = "RUBRICFORGE_"
+DEFAULT_CACHE_DIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "rubricforge"
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class RoleConfig(Section):
+    """How one role (generator, verifier, judge) reaches its model."""
+
+    backend: Literal["local", "litellm", "replay"] = "local"
+    model: str = "qwen2.5-coder-0.5b-instruct-q4"  # litellm: any provider string, e.g. hosted_vllm/Qwen/Qwen3-8B
+    api_base: str | None = None  # vLLM / llama.cpp / any OpenAI-compatible server
+    api_key_env: str | None = None  # name of the environment variable holding the key
+    temperature: float = 0.3
+    top_p: float | None = None
+    max_tokens: int = 1024
+    seed: int | None = 0
+    timeout_s: float = 300.0
+    max_retries: int = Field(4, ge=0)  # transport retries: timeouts, 429, 5xx
+    structured_retries: int = Field(2, ge=0)  # re-prompts with the validation error
+    concurrency: int = Field(4, ge=1)  # in-flight requests for this model
+    rpm: int | None = Field(None, ge=1)  # requests per minute
+    tpm: int | None = Field(None, ge=1)  # tokens per minute
+    n_ctx: int = Field(8192, ge=512)  # local backend context window
+    n_threads: int | None = None  # local backend threads (default: all cores)
+
+
+class LLMConfig(Section):
+    generator: RoleConfig = Field(default_factory=RoleConfig)
+    verifier: RoleConfig = Field(default_factory=RoleConfig)
+    judge: RoleConfig = Field(default_factory=RoleConfig)
+    cache_path: str = str(DEFAULT_CACHE_DIR / "llm-cache.sqlite")  # "" disables the cache
+    model_dir: str = str(DEFAULT_CACHE_DIR / "models")  # where the embedded GGUF is assembled
+    replay_path: str | None = None  # recorded responses (JSONL) for the replay backend
+    max_cost_usd: float | None = Field(None, gt=0)  # budget cap over all roles
+    max_tokens: int | None = Field(None, gt=0)  # budget cap over all roles
+
+    def role(self, name: str) -> RoleConfig:
+        if name not in ("generator", "verifier", "judge"):
+            raise UserError(f"unknown LLM role '{name}'", "use one of: generator, verifier, judge")
+        return getattr(self, name)
+
+
+class CorpusConfig(Section):
+    source: Literal["default", "jsonl", "parquet", "hf", "wiki18", "openscholar"] = "default"
+    path: str | None = None  # file, folder or glob; unused for the default corpus
+    fields: dict[str, str] = Field(default_factory=dict)  # our field -> source field (id, title, text, ...)
+    chunk_words: int = Field(200, ge=16)
+    chunk_overlap: int = Field(40, ge=0)
+    limit: int | None = Field(None, ge=1)  # read at most this many records
+
+
+class EmbeddingConfig(Section):
+    model: str = "default"  # "default" = the packaged all-MiniLM-L6-v2; else a local path or model name
+    query_prefix: str = ""  # e.g. "query: " for e5
+    passage_prefix: str = ""  # e.g. "passage: " for e5
+    batch_size: int = Field(64, ge=1)
+    device: str = "auto"  # auto | cpu | cuda
+    fp16: bool = True  # on GPU only
+    max_seq_length: int | None = None
+
+
+class IndexConfig(Section):
+    kind: Literal["exact", "hnsw", "ivfpq"] = "exact"
+    hnsw_m: int = Field(32, ge=4)
+    hnsw_ef_construction: int = Field(200, ge=8)
+    hnsw_ef_search: int = Field(128, ge=8)
+    ivf_nlist: int | None = Field(None, ge=1)  # default: about 4*sqrt(n)
+    ivf_nprobe: int = Field(16, ge=1)
+    pq_m: int = Field(48, ge=1)  # sub-quantizers; must divide the embedding dimension
+    pq_nbits: int = Field(8, ge=4, le=12)
+    opq: bool = False
+    gpu: Literal["auto", "never", "always"] = "auto"
+
+
+class ToolsConfig(Section):
+    index_dir: str | None = None  # default: <cache>/index/<corpus name>
+    scholar_index_dir: str | None = None  # second, scholarly index for the scholar tool
+    server_url: str | None = None  # use a running `rubricforge corpus serve` instead of a local index
+    top_k: int = Field(5, ge=1)
+    snippet_chars: int = Field(600, ge=50)
+    browse_chars: int = Field(8000, ge=100)
+
+
+class BuildConfig(Section):
+    """The evidence-tree main job (DeepRubric §3.1–3.2)."""
+
+    n_trees: int = Field(2, ge=1)
+    seed: int = 0
+    max_depth: int = Field(3, ge=1)
+    branching: list[int] = Field(default_factory=lambda: [6, 4, 3])  # root, intermediate, deeper
+    max_nodes: int = Field(60, ge=2)  # per tree, spent breadth-first
+    passages_per_node: int = Field(3, ge=1)
+    redundancy_threshold: float = Field(0.9, gt=0, le=1)
+    max_leaves: int = Field(24, ge=1)  # tree serialization limits
+    statements_per_leaf: int = Field(3, ge=1)
+    max_chars: int = Field(6000, ge=500)
+    min_rubrics: int = Field(5, ge=1)
+    keep_decisions: list[Literal["KEEP", "REVISE", "DROP"]] = Field(default_factory=lambda: ["KEEP", "REVISE"])
+    rubric_source: Literal["tree", "closed-book", "search"] = "tree"
+
+    @field_validator("branching")
+    @classmethod
+    def _positive(cls, v: list[int]) -> list[int]:
+        if not v or any(b < 1 for b in v):
+            raise ValueError("branching needs at least one value and every value must be >= 1")
+        return v
+
+
+class Config(Section):
+    run_dir: str = "runs/default"
+    llm: LLMConfig = Field(default_factory=LLMConfig)
+    corpus: CorpusConfig = Field(default_factory=CorpusConfig)
+    embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
+    index: IndexConfig = Field(default_factory=IndexConfig)
+    tools: ToolsConfig = Field(default_factory=ToolsConfig)
+    build: BuildConfig = Field(default_factory=BuildConfig)
+
+    def index_dir(self) -> Path:
+        """Where the corpus index lives unless ``tools.index_dir`` says otherwise."""
+        if self.tools.index_dir:
+            return Path(self.tools.index_dir)
+        name = self.corpus.source if self.corpus.source == "default" else Path(self.corpus.path or "corpus").stem
+        return DEFAULT_CACHE_DIR / "index" / name
+
+    def public_dict(self) -> dict[str, Any]:
+        """The resolved config, safe to write to a run directory (no secret is ever a field)."""
+        return self.model_dump(mode="json")
+
+
+def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
+    keys = dotted.split(".")
+    for key in keys[:-1]:
+        tree = tree.setdefault(key, {})
+        if not isinstance(tree, dict):
+            raise UserError(f"config key '{dotted}' goes below a value", "check the key against `rubricforge config show`")
+    tree[keys[-1]] = value
+
+
+def parse_override(item: str) -> tuple[str, Any]:
+    """``'build.max_depth=2'`` -> ``('build.max_depth', 2)``; values are parsed as YAML scalars."""
+    key, sep, raw = item.partition("=")
+    if not sep or not key.strip():
+        raise UserError(f"override '{item}' is not key=value", "write it like --set build.max_depth=2")
+    return key.strip(), yaml.safe_load(raw) if raw.strip() else ""
+
+
+def env_overrides(environ: dict[str, str] | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, raw in (os.environ if environ is None else environ).items():
+        if name.startswith(ENV_PREFIX) and "__" in name:
+            dotted = name[len(ENV_PREFIX):].lower().replace("__", ".")
+            _set_dotted(out, dotted, yaml.safe_load(raw) if raw else "")
+    return out
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            _merge(base[key], value)
+        else:
+            base[key] = value
+    return base
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | dict[str, Any] | None = None,
+                environ: dict[str, str] | None = None) -> Config:
+    """Resolve the config; any mistake becomes a :class:`UserError` naming the key and the fix."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise UserError(f"config file {p} not found", "pass an existing YAML file to --config")
+        try:
+            data = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise UserError(f"config file {p} is not valid YAML ({exc.__class__.__name__})", "fix the YAML syntax") from None
+        if not isinstance(data, dict):
+            raise UserError(f"config file {p} must hold a mapping at the top level", "see config.example.yaml")
+    _merge(data, env_overrides(environ))
+    if isinstance(overrides, dict):
+        _merge(data, overrides)
+    else:
+        for item in overrides or []:
+            _set_dotted(data, *parse_override(item))
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(x) for x in err["loc"])
+        raise UserError(f"config '{where}': {err['msg']}", "fix it in the config file, the environment or --set") from None

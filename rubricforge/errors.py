@@ -1,0 +1,16 @@
+"""Errors meant for people: one line that names the problem and the fix; the CLI exits 2 on them."""
+
+from __future__ import annotations
+
+
+class UserError(Exception):
+    """Bad input or configuration. ``str(err)`` is the one line shown to the user."""
+
+    def __init__(self, problem: str, fix: str | None = None):
+        self.problem = problem
+        self.fix = fix
+        super().__init__(f"{problem} — {fix}" if fix else problem)
+
+
+class BudgetExceeded(UserError):
+    """The configured cost or token budget is spent; finished work is kept and a re-run resumes."""
