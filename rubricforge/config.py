@@ -38,6 +38,7 @@ class RoleConfig(Section):
     seed: int | None = 0
     timeout_s: float = 300.0
     max_retries: int = Field(4, ge=0)  # transport retries: timeouts, 429, 5xx
+    backoff_s: float = Field(1.0, gt=0)  # first retry pause; doubles per retry, with jitter, at most 60 s
     structured_retries: int = Field(2, ge=0)  # re-prompts with the validation error
     concurrency: int = Field(4, ge=1)  # in-flight requests for this model
     rpm: int | None = Field(None, ge=1)  # requests per minute
@@ -53,6 +54,7 @@ class LLMConfig(Section):
     cache_path: str = str(DEFAULT_CACHE_DIR / "llm-cache.sqlite")  # "" disables the cache
     model_dir: str = str(DEFAULT_CACHE_DIR / "models")  # where the embedded GGUF is assembled
     replay_path: str | None = None  # recorded responses (JSONL) for the replay backend
+    record_path: str | None = None  # append every response (any backend) to this JSONL, for later replay
     max_cost_usd: float | None = Field(None, gt=0)  # budget cap over all roles
     max_tokens: int | None = Field(None, gt=0)  # budget cap over all roles
 
@@ -69,6 +71,7 @@ class CorpusConfig(Section):
     chunk_words: int = Field(200, ge=16)
     chunk_overlap: int = Field(40, ge=0)
     limit: int | None = Field(None, ge=1)  # read at most this many records
+    split: str | None = None  # hf: which split of a saved DatasetDict (default: the only one, or "train")
 
 
 class EmbeddingConfig(Section):
@@ -79,6 +82,7 @@ class EmbeddingConfig(Section):
     device: str = "auto"  # auto | cpu | cuda
     fp16: bool = True  # on GPU only
     max_seq_length: int | None = None
+    shard_size: int = Field(8192, ge=1)  # passages per embedding shard on disk (the unit of resume)
 
 
 class IndexConfig(Section):
@@ -91,6 +95,7 @@ class IndexConfig(Section):
     pq_m: int = Field(48, ge=1)  # sub-quantizers; must divide the embedding dimension
     pq_nbits: int = Field(8, ge=4, le=12)
     opq: bool = False
+    ivf_train_size: int | None = Field(None, ge=1)  # training sample (default: min(n, max(50000, 64*nlist)))
     gpu: Literal["auto", "never", "always"] = "auto"
 
 
@@ -101,17 +106,25 @@ class ToolsConfig(Section):
     top_k: int = Field(5, ge=1)
     snippet_chars: int = Field(600, ge=50)
     browse_chars: int = Field(8000, ge=100)
+    max_queries: int = Field(10, ge=1)  # queries per search/scholar call
+    leakage_ngram: int = Field(13, ge=1)  # leakage guard: shared normalised n-gram length
+    server_timeout_s: float = Field(30.0, gt=0)  # requests to tools.server_url
 
 
 class BuildConfig(Section):
     """The evidence-tree main job (DeepRubric §3.1–3.2)."""
 
-    n_trees: int = Field(2, ge=1)
+    # Laptop defaults (embedded 0.5B model on 2 cores, about 10 minutes); the structure is the paper's
+    # (depth 3, branching 6/4/3). Paper scale: --set build.max_nodes=60 --set build.n_trees=100
+    # --set build.passages_per_node=3 with a stronger model.
+    n_trees: int = Field(1, ge=1)
     seed: int = 0
     max_depth: int = Field(3, ge=1)
     branching: list[int] = Field(default_factory=lambda: [6, 4, 3])  # root, intermediate, deeper
-    max_nodes: int = Field(60, ge=2)  # per tree, spent breadth-first
-    passages_per_node: int = Field(3, ge=1)
+    max_nodes: int = Field(10, ge=2)  # per tree, spent breadth-first
+    passages_per_node: int = Field(2, ge=1)
+    node_max_tokens: int | None = Field(256, ge=16)  # per stage-1 call (extract/decompose/ground); None: the role's
+    tree_concurrency: int = Field(2, ge=1)  # trees in flight at once
     redundancy_threshold: float = Field(0.9, gt=0, le=1)
     max_leaves: int = Field(24, ge=1)  # tree serialization limits
     statements_per_leaf: int = Field(3, ge=1)
@@ -197,7 +210,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | dict[str,
         except yaml.YAMLError as exc:
             raise UserError(f"config file {p} is not valid YAML ({exc.__class__.__name__})", "fix the YAML syntax") from None
         if not isinstance(data, dict):
-            raise UserError(f"config file {p} must hold a mapping at the top level", "see config.example.yaml")
+            raise UserError(f"config file {p} must hold a mapping at the top level", "see data/config.example.yaml")
     _merge(data, env_overrides(environ))
     if isinstance(overrides, dict):
         _merge(data, overrides)

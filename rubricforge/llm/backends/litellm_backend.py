@@ -1,0 +1,163 @@
+"""litellm backend: any provider litellm knows, a vLLM server (``hosted_vllm/<model>`` + ``api_base``) or any
+OpenAI-compatible server (``openai/<alias>`` + ``api_base``, e.g. llama.cpp's server).
+
+The API key is read from the environment variable named by ``api_key_env`` at each request (never kept).
+Structured output: ``response_format`` with the JSON schema where the provider takes one, else
+``json_object``, else plain text; a server that rejects a mode is stepped down to the next one. litellm's
+own retries are off: the client retries transient errors with its backoff.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+from rubricforge.config import RoleConfig
+from rubricforge.errors import UserError
+from rubricforge.llm.errors import RequestFailed, TransientError
+from rubricforge.llm.request import Completion, Request
+
+MODES = ("json_schema", "json_object", "plain")
+_NO_KEY_NEEDED = "no-key"  # sent to a self-hosted server when no key is configured (the SDK insists on one)
+
+
+def _litellm() -> Any:
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # the bundled price table; no network
+    import litellm
+
+    litellm.suppress_debug_info = True
+    return litellm
+
+
+def _retry_after(exc: Exception) -> float | None:
+    response = getattr(exc, "response", None)
+    try:
+        return float(response.headers["retry-after"])  # type: ignore[union-attr]
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return None
+
+
+class LiteLLMBackend:
+    name = "litellm"
+
+    def __init__(self) -> None:
+        self.litellm = _litellm()
+        self._lock = threading.Lock()
+        self._modes: dict[tuple[str, str | None], str] = {}
+
+    # ------------------------------------------------------------------ configuration checks
+
+    async def prepare(self, role: str, role_cfg: RoleConfig) -> None:
+        ll = self.litellm
+        try:
+            _, provider, _, _ = ll.get_llm_provider(model=role_cfg.model, api_base=role_cfg.api_base)
+        except Exception:
+            raise UserError(f"llm.{role}.model '{role_cfg.model}' names no provider litellm knows",
+                            "write provider/model, e.g. openai/gpt-4o-mini, hosted_vllm/<model> with api_base, "
+                            "or openai/<alias> with api_base for an OpenAI-compatible server") from None
+        if role_cfg.api_key_env:
+            self._api_key(role, role_cfg)
+        elif not role_cfg.api_base:
+            missing = ll.validate_environment(model=role_cfg.model)["missing_keys"]
+            if missing:
+                raise UserError(f"model {role_cfg.model} (llm.{role}) needs {', '.join(missing)} in the environment",
+                                f"export {missing[0]}=..., or name the variable that holds the key with "
+                                f"--set llm.{role}.api_key_env=NAME")
+        with self._lock:
+            self._modes.setdefault((role_cfg.model, role_cfg.api_base), self._best_mode(role_cfg, provider))
+
+    def _best_mode(self, role_cfg: RoleConfig, provider: str) -> str:
+        ll = self.litellm
+        # self-hosted OpenAI-compatible servers (vLLM, llama.cpp, SGLang) take json_schema even though
+        # litellm's table cannot know them; a server that refuses steps down (see complete()).
+        if role_cfg.api_base or ll.supports_response_schema(model=role_cfg.model, custom_llm_provider=provider):
+            return "json_schema"
+        try:
+            params = ll.get_supported_openai_params(model=role_cfg.model, custom_llm_provider=provider) or []
+        except Exception:
+            params = []
+        return "json_object" if "response_format" in params else "plain"
+
+    @staticmethod
+    def _api_key(role: str, role_cfg: RoleConfig) -> str | None:
+        if not role_cfg.api_key_env:
+            return None
+        key = os.environ.get(role_cfg.api_key_env)
+        if not key:
+            raise UserError(f"environment variable {role_cfg.api_key_env} (the API key of llm.{role}, model "
+                            f"{role_cfg.model}) is not set", f"export {role_cfg.api_key_env}=<your key>")
+        return key
+
+    # ------------------------------------------------------------------ requests
+
+    def _kwargs(self, request: Request, role_cfg: RoleConfig, mode: str) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"model": request.model, "messages": request.messages,
+                                  "temperature": request.temperature, "max_tokens": request.max_tokens,
+                                  "timeout": role_cfg.timeout_s, "num_retries": 0, "max_retries": 0,
+                                  "drop_params": True}
+        if request.top_p is not None:
+            kwargs["top_p"] = request.top_p
+        if request.seed is not None:
+            kwargs["seed"] = request.seed
+        if request.api_base:
+            kwargs["api_base"] = request.api_base
+        key = self._api_key(request.role, role_cfg)
+        if key is None and request.api_base and not self.litellm.validate_environment(model=request.model)[
+                "keys_in_environment"]:
+            key = _NO_KEY_NEEDED
+        if key is not None:
+            kwargs["api_key"] = key
+        if request.schema is not None and mode == "json_schema":
+            kwargs["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": request.schema_name or "output", "schema": request.schema, "strict": False}}
+        elif request.schema is not None and mode == "json_object":
+            kwargs["response_format"] = {"type": "json_object"}
+        return kwargs
+
+    async def complete(self, request: Request, role_cfg: RoleConfig) -> Completion:
+        ll = self.litellm
+        slot = (request.model, request.api_base)
+        while True:
+            mode = self._modes.get(slot, "plain")
+            kwargs = self._kwargs(request, role_cfg, mode)
+            try:
+                resp = await ll.acompletion(**kwargs)
+                break
+            except (ll.Timeout, ll.RateLimitError, ll.APIConnectionError, ll.InternalServerError,
+                    ll.ServiceUnavailableError, ll.BadGatewayError) as exc:
+                raise TransientError(f"{type(exc).__name__}: {exc}", _retry_after(exc)) from None
+            except (ll.AuthenticationError, ll.PermissionDeniedError) as exc:
+                raise UserError(f"{request.model} (llm.{request.role}) refused the API key ({type(exc).__name__})",
+                                f"check the key in {role_cfg.api_key_env or 'the provider environment variable'}"
+                                ) from None
+            except ll.NotFoundError:
+                raise UserError(f"model {request.model} (llm.{request.role}) was not found by the provider"
+                                + (f" at {request.api_base}" if request.api_base else ""),
+                                f"check llm.{request.role}.model (and api_base)") from None
+            except ll.BadRequestError as exc:
+                said = str(exc).lower()
+                if request.schema is not None and mode != "plain" and ("response_format" in said
+                                                                       or "json_schema" in said):
+                    with self._lock:
+                        self._modes[slot] = MODES[MODES.index(mode) + 1]
+                    continue
+                raise RequestFailed(f"{type(exc).__name__}: {exc}") from None
+            except ll.APIError as exc:
+                if (getattr(exc, "status_code", 0) or 0) >= 500:
+                    raise TransientError(f"{type(exc).__name__}: {exc}") from None
+                raise RequestFailed(f"{type(exc).__name__}: {exc}") from None
+            except Exception as exc:  # anything else litellm raises ends this one request, not the run
+                raise RequestFailed(f"{type(exc).__name__}: {exc}") from None
+        text = resp.choices[0].message.content or ""
+        usage = getattr(resp, "usage", None)
+        cost, known = self._cost(resp)
+        return Completion(text=text, prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+                          completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+                          cost_usd=cost, cost_known=known)
+
+    def _cost(self, resp: Any) -> tuple[float, bool]:
+        try:
+            return float(self.litellm.completion_cost(completion_response=resp) or 0.0), True
+        except Exception:  # the model is not in litellm's price table
+            return 0.0, False

@@ -1,0 +1,157 @@
+"""The one LLM client every stage uses.
+
+``generate`` resolves the role, looks the request up in the cache, sends it through the role's backend
+within the model's concurrency and rate limits (retrying timeouts, 429 and 5xx with exponential backoff
+and jitter), validates structured output and re-prompts with the validation error, and books tokens and
+cost in the ledger. A request that still fails returns ``ok=False`` with the error and the raw text; only
+configuration mistakes (UserError) and an exhausted budget (BudgetExceeded) raise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import threading
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pydantic import BaseModel
+
+from rubricforge.config import LLMConfig, RoleConfig
+from rubricforge.llm import structured
+from rubricforge.llm.backends import Backend, make_backend
+from rubricforge.llm.cache import ResponseCache
+from rubricforge.llm.errors import RequestFailed, TransientError
+from rubricforge.llm.ledger import Ledger
+from rubricforge.llm.limits import LimitRegistry
+from rubricforge.llm.recording import Recorder
+from rubricforge.llm.request import Completion, Request, build_request
+
+MAX_BACKOFF_S = 60.0
+
+
+@dataclass
+class LLMResult:
+    ok: bool
+    value: Any = None  # the validated pydantic object (None for plain-text calls and failures)
+    text: str = ""  # the raw answer (the last one when every attempt failed)
+    error: str | None = None
+    cached: bool = False
+    usage: dict[str, float] = field(default_factory=lambda: {"prompt_tokens": 0, "completion_tokens": 0,
+                                                             "cost_usd": 0.0})
+    attempts: int = 0  # answers fetched from the backend for this call (0 on a cache hit)
+    model: str = ""
+
+
+def _check(text: str, output: type[BaseModel] | None) -> tuple[Any, str | None]:
+    if output is None:
+        return None, (None if text.strip() else "the model returned an empty answer")
+    return structured.parse(text, output)
+
+
+def _estimate_tokens(request: Request) -> int:
+    return len(json.dumps(request.messages, ensure_ascii=False)) // 4 + request.max_tokens
+
+
+class LLMClient:
+    def __init__(self, cfg: LLMConfig):
+        self.cfg = cfg
+        self.ledger = Ledger(cfg.max_cost_usd, cfg.max_tokens)
+        self.cache = ResponseCache(cfg.cache_path) if cfg.cache_path else None
+        self.recorder = Recorder(cfg.record_path) if cfg.record_path else None
+        self._limits = LimitRegistry()
+        self._lock = threading.Lock()
+        self._backends: dict[str, Backend] = {}
+        self._prepared: set[str] = set()
+
+    def model_name(self, role: str) -> str:
+        return self.cfg.role(role).model
+
+    def request(self, role: str, messages: list[dict[str, Any]], output: type[BaseModel] | None = None,
+                stage: str = "default", temperature: float | None = None, max_tokens: int | None = None) -> Request:
+        """The request ``generate`` would send first (its ``key()`` is the cache and replay key)."""
+        return build_request(role, self.cfg.role(role), messages, output, stage, temperature, max_tokens)
+
+    async def _backend(self, role: str, role_cfg: RoleConfig) -> Backend:
+        with self._lock:
+            backend = self._backends.get(role_cfg.backend)
+            if backend is None:
+                backend = self._backends[role_cfg.backend] = make_backend(role_cfg.backend, self.cfg)
+            ready = role in self._prepared
+        if not ready:
+            await backend.prepare(role, role_cfg)
+            with self._lock:
+                self._prepared.add(role)
+        return backend
+
+    async def generate(self, role: str, messages: list[dict[str, Any]], output: type[BaseModel] | None = None,
+                       stage: str = "default", temperature: float | None = None,
+                       max_tokens: int | None = None) -> LLMResult:
+        role_cfg = self.cfg.role(role)
+        backend = await self._backend(role, role_cfg)
+        first = build_request(role, role_cfg, messages, output, stage, temperature, max_tokens)
+        cache = self.cache if backend.name != "replay" else None  # replay answers from its recording only
+        if cache is not None and (hit := cache.get(first)) is not None:
+            value, error = _check(hit.text, output)
+            if error is None:
+                if self.recorder:
+                    self.recorder.append(first, hit)
+                self.ledger.call(role, stage, cached=True, failed=False)
+                return LLMResult(ok=True, value=value, text=hit.text, cached=True, model=first.model)
+
+        result = LLMResult(ok=False, model=first.model)
+        request = first
+        for _ in range(role_cfg.structured_retries + 1 if output is not None else 1):
+            try:
+                completion = await self._fetch(backend, role_cfg, request)
+            except RequestFailed as exc:
+                result.error = str(exc)
+                break
+            result.attempts += 1
+            for k, v in (("prompt_tokens", completion.prompt_tokens),
+                         ("completion_tokens", completion.completion_tokens), ("cost_usd", completion.cost_usd)):
+                result.usage[k] += v
+            result.text = completion.text
+            result.value, result.error = _check(completion.text, output)
+            if result.error is None:
+                result.ok = True
+                if cache is not None:
+                    cache.put(first, completion)  # under the first request's key: a re-run hits at once
+                break
+            if output is not None:
+                request = replace(first, messages=first.messages + structured.reprompt(
+                    completion.text, result.error, first.schema or {}))
+        if not result.ok and result.attempts:
+            result.error = f"no valid answer after {result.attempts} attempt(s): {result.error}"
+        self.ledger.call(role, stage, cached=False, failed=not result.ok)
+        return result
+
+    async def _fetch(self, backend: Backend, role_cfg: RoleConfig, request: Request) -> Completion:
+        """One answer from the backend, retrying transient errors with exponential backoff and jitter."""
+        limits = self._limits.get(request.model, request.api_base, role_cfg.concurrency, role_cfg.rpm, role_cfg.tpm)
+        estimate = _estimate_tokens(request)
+        for attempt in range(role_cfg.max_retries + 1):
+            self.ledger.check_budget()
+            async with limits.slots.hold():
+                await limits.admit(estimate)
+                try:
+                    completion = await backend.complete(request, role_cfg)
+                except TransientError as exc:
+                    limits.settle(estimate, 0)
+                    error = exc
+                else:
+                    limits.settle(estimate, completion.prompt_tokens + completion.completion_tokens)
+                    self.ledger.request(request.role, request.stage, completion.prompt_tokens,
+                                        completion.completion_tokens, completion.cost_usd, completion.cost_known)
+                    if self.recorder:
+                        self.recorder.append(request, completion)
+                    return completion
+            if attempt < role_cfg.max_retries:
+                pause = min(MAX_BACKOFF_S, role_cfg.backoff_s * 2 ** attempt) * random.uniform(0.5, 1.0)
+                await asyncio.sleep(max(pause, min(error.retry_after or 0.0, MAX_BACKOFF_S)))
+        raise RequestFailed(f"{error} (gave up after {role_cfg.max_retries + 1} attempts)")
+
+    async def aclose(self) -> None:
+        if self.cache is not None:
+            self.cache.close()

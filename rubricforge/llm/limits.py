@@ -1,0 +1,138 @@
+"""Concurrency and rate limits per model that hold across event loops and threads.
+
+One client may be driven from several event loops at once (e.g. worker threads each running
+``asyncio.run``), so an ``asyncio.Semaphore`` (bound to one loop) will not do. These primitives keep
+their state under a ``threading.Lock`` and wake waiters on their own loop with ``call_soon_threadsafe``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import deque
+from contextlib import asynccontextmanager
+from typing import AsyncIterator
+
+
+class CrossLoopSemaphore:
+    """A FIFO semaphore usable from any event loop in any thread."""
+
+    def __init__(self, value: int):
+        self._value = value
+        self._lock = threading.Lock()
+        self._waiters: deque[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = deque()
+
+    async def acquire(self) -> None:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            if self._value > 0 and not self._waiters:
+                self._value -= 1
+                return
+            fut: asyncio.Future[None] = loop.create_future()
+            self._waiters.append((loop, fut))
+        try:
+            await fut
+        except asyncio.CancelledError:
+            with self._lock:
+                waiting = (loop, fut) in self._waiters
+                if waiting:
+                    self._waiters.remove((loop, fut))
+            if not waiting and fut.done() and not fut.cancelled():
+                self.release()  # the slot was granted just as we were cancelled: pass it on
+            raise
+
+    def release(self) -> None:
+        with self._lock:
+            while self._waiters:
+                loop, fut = self._waiters.popleft()
+                try:
+                    loop.call_soon_threadsafe(self._grant, fut)
+                    return
+                except RuntimeError:  # that loop is closed; try the next waiter
+                    continue
+            self._value += 1
+
+    def _grant(self, fut: asyncio.Future[None]) -> None:
+        if fut.cancelled():
+            self.release()  # its waiter gave up after being chosen: the slot goes to the next one
+        else:
+            fut.set_result(None)
+
+    @asynccontextmanager
+    async def hold(self) -> AsyncIterator[None]:
+        await self.acquire()
+        try:
+            yield
+        finally:
+            self.release()
+
+
+class TokenBucket:
+    """``rate`` units per minute, bursting up to one minute's worth. ``take`` may run into debt (a request
+    larger than the bucket, or a correction after the fact); later takers then wait for the debt to clear."""
+
+    def __init__(self, per_minute: int):
+        self.capacity = float(per_minute)
+        self.rate = per_minute / 60.0
+        self._level = self.capacity
+        self._stamp = time.monotonic()
+        self._lock = threading.Lock()
+
+    def _refill(self) -> None:
+        now = time.monotonic()
+        self._level = min(self.capacity, self._level + (now - self._stamp) * self.rate)
+        self._stamp = now
+
+    async def take(self, amount: float) -> None:
+        amount = min(amount, self.capacity)  # never wait for more than a full bucket
+        while True:
+            with self._lock:
+                self._refill()
+                if self._level >= amount:
+                    self._level -= amount
+                    return
+                wait = (amount - self._level) / self.rate
+            await asyncio.sleep(wait)
+
+    def adjust(self, amount: float) -> None:
+        """Charge (positive) or refund (negative) the difference between an estimate and the real use."""
+        with self._lock:
+            self._refill()
+            self._level = min(self.capacity, self._level - amount)
+
+
+class ModelLimits:
+    """The concurrency slot and optional rpm / tpm buckets of one model."""
+
+    def __init__(self, concurrency: int, rpm: int | None, tpm: int | None):
+        self.slots = CrossLoopSemaphore(concurrency)
+        self.requests = TokenBucket(rpm) if rpm else None
+        self.tokens = TokenBucket(tpm) if tpm else None
+
+    async def admit(self, estimated_tokens: int) -> None:
+        """Wait for the rate limits (call inside a concurrency slot)."""
+        if self.requests:
+            await self.requests.take(1)
+        if self.tokens:
+            await self.tokens.take(estimated_tokens)
+
+    def settle(self, estimated_tokens: int, used_tokens: int) -> None:
+        if self.tokens:
+            self.tokens.adjust(used_tokens - estimated_tokens)
+
+
+class LimitRegistry:
+    """One :class:`ModelLimits` per (model, api_base), created on first use with that role's settings."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._limits: dict[tuple[str, str | None], ModelLimits] = {}
+
+    def get(self, model: str, api_base: str | None, concurrency: int, rpm: int | None,
+            tpm: int | None) -> ModelLimits:
+        with self._lock:
+            key = (model, api_base)
+            if key not in self._limits:
+                self._limits[key] = ModelLimits(concurrency, rpm, tpm)
+            return self._limits[key]

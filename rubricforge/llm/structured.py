@@ -1,0 +1,58 @@
+"""Structured output: the JSON schema sent to the backend, tolerant JSON extraction, pydantic validation,
+and the re-prompt that feeds a validation error back to the model."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
+
+
+def extract_json(text: str) -> Any:
+    """The first JSON object in ``text``: inside a ```json fence if there is one, else the first ``{...}``
+    that parses, ignoring leading and trailing prose. Raises ``ValueError`` when there is none."""
+    candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
+    decoder = json.JSONDecoder()
+    for chunk in candidates:
+        start = chunk.find("{")
+        while start != -1:
+            try:
+                value, _ = decoder.raw_decode(chunk, start)
+                return value
+            except json.JSONDecodeError:
+                start = chunk.find("{", start + 1)
+    raise ValueError("no JSON object found in the answer")
+
+
+def parse(text: str, output: type[BaseModel]) -> tuple[BaseModel | None, str | None]:
+    """``(value, None)`` when ``text`` holds a valid ``output``; ``(None, error)`` otherwise."""
+    try:
+        data = extract_json(text)
+    except ValueError as exc:
+        return None, str(exc)
+    try:
+        return output.model_validate(data), None
+    except ValidationError as exc:
+        return None, format_validation_error(exc)
+
+
+def format_validation_error(exc: ValidationError) -> str:
+    """Compact and deterministic (no URLs, no input echo), so re-prompts replay and cache reliably."""
+    parts = []
+    for err in exc.errors(include_url=False, include_input=False):
+        where = ".".join(str(x) for x in err["loc"]) or "(top level)"
+        parts.append(f"{where}: {err['msg']}")
+    return f"{len(parts)} validation error(s): " + "; ".join(parts)
+
+
+def reprompt(text: str, error: str, schema: dict[str, Any]) -> list[dict[str, str]]:
+    """The messages appended after an invalid answer: the answer itself, then the error and the schema."""
+    return [{"role": "assistant", "content": text},
+            {"role": "user", "content": (
+                f"Your answer could not be used: {error}.\n"
+                "Answer again with one JSON object only, no prose, matching this JSON schema:\n"
+                + json.dumps(schema, ensure_ascii=False))}]

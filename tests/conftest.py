@@ -1,0 +1,57 @@
+"""Shared fixtures.
+
+``small_index_cfg``: a real corpus index (real embeddings, real FAISS) over 300 documents of the
+default corpus — the first 25 of each of its 12 topic labels, in file order — built once per session
+in a temporary folder. The returned config points ``tools.index_dir`` at it, reads the corpus as JSONL
+(with the ``topic`` label mapped to metadata), and keeps the LLM cache and the run directory in the
+session's temporary folder. Derive per-test configs with :func:`derive`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from rubricforge.config import Config, _set_dotted, parse_override
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+PER_TOPIC = 25
+
+
+def derive(cfg: Config, *overrides: str) -> Config:
+    """A copy of ``cfg`` with ``key=value`` overrides, e.g. ``derive(cfg, "build.max_nodes=5")``."""
+    data = cfg.model_dump(mode="json")
+    for item in overrides:
+        _set_dotted(data, *parse_override(item))
+    return Config.model_validate(data)
+
+
+def write_small_corpus(path: Path, per_topic: int = PER_TOPIC) -> Path:
+    from rubricforge.corpora.default_corpus import summaries_path
+
+    taken: dict[str, int] = {}
+    with path.open("w", encoding="utf-8") as fh:
+        for n, (key, art) in enumerate(json.loads(summaries_path().read_text(encoding="utf-8")).items(), 1):
+            topic = art.get("topic") or ""
+            if taken.get(topic, 0) >= per_topic:
+                continue
+            taken[topic] = taken.get(topic, 0) + 1
+            fh.write(json.dumps({"id": f"wiki-{n:05d}", "title": art.get("title") or key, "text": art["extract"],
+                                 "topic": topic}, ensure_ascii=False) + "\n")
+    return path
+
+
+@pytest.fixture(scope="session")
+def small_index_cfg(tmp_path_factory) -> Config:
+    from rubricforge.corpora.build import build_index
+
+    root = tmp_path_factory.mktemp("small-index")
+    corpus = write_small_corpus(root / "corpus.jsonl")
+    cfg = derive(Config(), "corpus.source=jsonl", f"corpus.path={corpus}", "corpus.fields.topic=topic",
+                 f"tools.index_dir={root / 'index'}", f"llm.cache_path={root / 'llm-cache.sqlite'}",
+                 f"run_dir={root / 'run'}")
+    build_index(cfg, progress=False)
+    return cfg

@@ -1,0 +1,122 @@
+"""A fake OpenAI-compatible chat server on loopback, for driving the real litellm backend in tests.
+
+``FakeOpenAI(script)`` serves ``POST .../chat/completions``: each request takes the next :class:`Reply`
+from the script (the last one repeats once the script is used up); ``FakeOpenAI(responder=fn)`` answers
+each request with ``fn(body)`` instead (``benchmarks/synthesis.py`` builds schema-valid answers that way).
+It records every request body and header (unless ``keep_requests=False``), and counts requests in flight
+(``max_in_flight``) so concurrency limits can be checked.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Reply:
+    content: str = '{"capital": "Paris"}'
+    status: int = 200
+    delay_s: float = 0.0
+    prompt_tokens: int = 11
+    completion_tokens: int = 7
+    error: str = ""  # the error message of a non-200 reply
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256  # the default listen backlog (5) drops connections of a burst: 1 s SYN retries
+
+
+class FakeOpenAI:
+    def __init__(self, script: list[Reply] | None = None, responder: Callable[[dict[str, Any]], Reply] | None = None,
+                 keep_requests: bool = True):
+        self.script = list(script or [Reply()])
+        self.responder, self.keep_requests = responder, keep_requests
+        self.n_requests = 0
+        self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._lock = threading.Lock()
+        self._server = _Server(("127.0.0.1", 0), self._handler())
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def api_base(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def __enter__(self) -> "FakeOpenAI":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _next(self, body: dict[str, Any], headers: dict[str, str]) -> Reply:
+        with self._lock:
+            self.n_requests += 1
+            if self.keep_requests:
+                self.requests.append(body)
+                self.headers.append(headers)
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            if self.responder is None:
+                return self.script.pop(0) if len(self.script) > 1 else self.script[0]
+        return self.responder(body)
+
+    def _done(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+                body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
+                reply = fake._next(body, {k.lower(): v for k, v in self.headers.items()})
+                try:
+                    time.sleep(reply.delay_s)
+                    if reply.status == 200:
+                        payload: dict[str, Any] = {
+                            "id": f"chatcmpl-{fake.n_requests}", "object": "chat.completion", "created": 0,
+                            "model": body.get("model", "fake"),
+                            "choices": [{"index": 0, "finish_reason": "stop",
+                                         "message": {"role": "assistant", "content": reply.content}}],
+                            "usage": {"prompt_tokens": reply.prompt_tokens,
+                                      "completion_tokens": reply.completion_tokens,
+                                      "total_tokens": reply.prompt_tokens + reply.completion_tokens}}
+                    else:
+                        payload = {"error": {"message": reply.error or f"fake error {reply.status}", "type": "fake",
+                                             "code": reply.status}}
+                    data = json.dumps(payload).encode()
+                    self.send_response(reply.status)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):  # the client timed out and left
+                    pass
+                finally:
+                    fake._done()
+
+        return Handler
+
+
+def litellm_llm_config(tmp_path, server: FakeOpenAI, **role: Any) -> dict[str, Any]:
+    """An ``llm`` config section whose roles all reach ``server`` as ``openai/fake-model``, with fast backoff
+    and a cache in ``tmp_path``; ``role`` overrides role fields, e.g. ``max_retries=2``."""
+    settings = {"backend": "litellm", "model": "openai/fake-model", "api_base": server.api_base,
+                "backoff_s": 0.01, "max_retries": 3, "timeout_s": 10.0, **role}
+    return {"generator": settings, "verifier": settings, "judge": settings,
+            "cache_path": str(tmp_path / "llm-cache.sqlite")}

@@ -1,0 +1,116 @@
+"""Retries with backoff on 429 / 5xx / timeouts, giving up cleanly, schema-mode step-down, and the
+per-model concurrency limit (counted at the server, also across event loops in threads)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+from pydantic import BaseModel
+
+from llm_fakes import FakeOpenAI, Reply, litellm_llm_config
+from rubricforge.config import LLMConfig
+from rubricforge.llm import LLMClient
+from rubricforge.llm.limits import CrossLoopSemaphore
+
+MSG = [{"role": "user", "content": "What is the capital of France?"}]
+
+
+class Capital(BaseModel):
+    capital: str
+
+
+def _client(tmp_path, server: FakeOpenAI, **role) -> LLMClient:
+    return LLMClient(LLMConfig.model_validate({**litellm_llm_config(tmp_path, server, **role), "cache_path": ""}))
+
+
+@pytest.mark.parametrize("status", [429, 500, 502, 503])
+def test_transient_status_is_retried(tmp_path, status):
+    with FakeOpenAI([Reply(status=status), Reply(status=status), Reply()]) as server:
+        client = _client(tmp_path, server)
+        res = asyncio.run(client.generate("generator", MSG, output=Capital, stage="s"))
+    assert res.ok and res.value.capital == "Paris" and len(server.requests) == 3
+    assert client.ledger.summary()["total"]["requests"] == 1  # only the answer is booked
+
+
+def test_timeout_is_retried(tmp_path):
+    with FakeOpenAI([Reply(delay_s=3.0), Reply()]) as server:
+        res = asyncio.run(_client(tmp_path, server, timeout_s=0.5).generate("generator", MSG, output=Capital,
+                                                                            stage="s"))
+    assert res.ok and len(server.requests) == 2
+
+
+def test_gives_up_after_max_retries_with_ok_false(tmp_path):
+    with FakeOpenAI([Reply(status=503)]) as server:
+        client = _client(tmp_path, server, max_retries=2)
+        res = asyncio.run(client.generate("generator", MSG, output=Capital, stage="s"))
+    assert not res.ok and res.value is None and len(server.requests) == 3
+    assert "gave up after 3 attempts" in res.error and "ServiceUnavailable" in res.error
+    assert client.ledger.summary()["total"]["failures"] == 1
+
+
+def test_bad_request_is_not_retried(tmp_path):
+    with FakeOpenAI([Reply(status=400, error="prompt is malformed")]) as server:
+        res = asyncio.run(_client(tmp_path, server).generate("generator", MSG, output=Capital, stage="s"))
+    assert not res.ok and "prompt is malformed" in res.error and len(server.requests) == 1
+
+
+def test_server_refusing_json_schema_steps_down_to_json_object(tmp_path):
+    script = [Reply(status=400, error="response_format type json_schema is not supported"), Reply()]
+    with FakeOpenAI(script) as server:
+        client = _client(tmp_path, server)
+        first = asyncio.run(client.generate("generator", MSG, output=Capital, stage="s"))
+        second = asyncio.run(client.generate("generator", MSG + MSG, output=Capital, stage="s"))
+    assert first.ok and second.ok
+    assert [r.get("response_format", {}).get("type") for r in server.requests] == [
+        "json_schema", "json_object", "json_object"]  # remembered for the model
+
+
+def test_concurrency_limit_holds_at_the_server(tmp_path):
+    with FakeOpenAI([Reply(delay_s=0.3)]) as server:
+        client = _client(tmp_path, server, concurrency=2)
+
+        async def run():
+            return await asyncio.gather(*[client.generate("generator", [{"role": "user", "content": f"q{i}"}],
+                                                          output=Capital, stage="s") for i in range(8)])
+
+        assert all(r.ok for r in asyncio.run(run()))
+    assert server.max_in_flight == 2 and len(server.requests) == 8
+
+
+def test_concurrency_limit_holds_across_event_loops_in_threads(tmp_path):
+    with FakeOpenAI([Reply(delay_s=0.2)]) as server:
+        client = _client(tmp_path, server, concurrency=3)
+        results: list[bool] = []
+
+        def worker(n: int) -> None:
+            async def run():
+                return await asyncio.gather(*[client.generate(
+                    "generator", [{"role": "user", "content": f"t{n}-q{i}"}], output=Capital, stage="s")
+                    for i in range(4)])
+            results.extend(r.ok for r in asyncio.run(run()))
+
+        threads = [threading.Thread(target=worker, args=(n,)) for n in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert results == [True] * 12 and 1 <= server.max_in_flight <= 3 and len(server.requests) == 12
+
+
+def test_cancelled_waiters_do_not_leak_slots():
+    async def run():
+        sem = CrossLoopSemaphore(1)
+        await sem.acquire()
+        waiters = [asyncio.ensure_future(sem.acquire()) for _ in range(3)]
+        await asyncio.sleep(0)
+        waiters[0].cancel()
+        sem.release()  # handed to waiter 0 just as it is cancelled: it must pass the slot on
+        await asyncio.sleep(0.01)
+        assert waiters[1].done() and not waiters[2].done()
+        waiters[2].cancel()
+        sem.release()
+        await asyncio.wait_for(sem.acquire(), timeout=5)  # the slot is free again, not lost
+
+    asyncio.run(run())
