@@ -40,6 +40,7 @@ class Snippet(Record):
     doc_id: str = ""
     title: str = ""
     text: str
+    url: str = ""  # the document's url (``metadata.url``) when the corpus has one
     score: float | None = None
     tool: Literal["search", "scholar", "browse"] = "search"
     query: str = ""
@@ -65,6 +66,7 @@ class EvidenceNode(Record):
     statements: list[EvidenceStatement] = Field(default_factory=list)
     atomic: bool | None = None  # the gating call's verdict; atomic nodes are not expanded
     facet: str = ""
+    notes: list[str] = Field(default_factory=list)  # failed calls at this node (recorded, never filled in)
 
 
 class EvidenceTree(Record):
@@ -107,8 +109,11 @@ class Candidate(Record):
     selected_leaf_ids: list[str] = Field(default_factory=list)
     selection_trace: Any = None
     merge_trace: Any = None
+    tree_cut: dict[str, Any] = Field(default_factory=dict)  # what the serialization limits left out
     rubrics: list[Criterion] = Field(default_factory=list)
     rule_failures: list[str] = Field(default_factory=list)  # empty = passed the deterministic checks
+    generation_error: str | None = None  # set when the generator's output could not be read
+    raw: str | None = None  # the generator's text when unreadable
 
 
 class Verification(Record):
@@ -123,6 +128,7 @@ class Verification(Record):
     revised_question: str | None = None
     revised_rubrics: list[Criterion] | None = None
     rule_failures: list[str] = Field(default_factory=list)  # of the revised rubrics
+    implementation_guidance: Any = None
     raw: str | None = None  # the verifier's text when unparseable
 
 

@@ -1,0 +1,132 @@
+"""HTTP retrieval server (FastAPI), compatible with ASearcher's local retrieval server.
+
+Started by ``rubricforge corpus serve``; the indexes are opened when the app is created and loaded
+(passage store, FAISS index, embedding model) once at startup, before the first request.
+
+Endpoints (field names as in ASearcher's ``tools/local_retrieval_server.py`` and its client):
+
+* ``POST /retrieve`` ``{"queries": [str, ...], "topk": int | null, "return_scores": bool}`` ->
+  ``{"result": [[document, ...], ...]}``, one list per query, best first; with
+  ``return_scores: true`` each item is ``{"document": document, "score": float}``. ``topk`` null or
+  0 means ``tools.top_k``. A document carries ``contents`` (``"<title>\\n<text>"``) and ``url`` as
+  ASearcher's client expects, plus ``id``, ``doc_id``, ``title``, ``text``, ``metadata`` (see
+  :mod:`rubricforge.corpora.remote`).
+* ``POST /access`` ``{"urls": [str, ...]}`` -> ``{"result": [page | null, ...]}``: each entry may be
+  a url, a document id or a passage id; a page is the whole document (``url``, ``contents``, ``id``,
+  ``doc_id``, ``title``, ``text``, ``passage_ids``). Unknown -> null. An optional ``"index":
+  "search" | "scholar"`` restricts the lookup to one index (default: search, then scholar).
+* ``POST /scholar``: as ``/retrieve``, over the scholar index (``tools.scholar_index_dir``); 404
+  when the server has none.
+* ``GET /health`` -> ``{"status": "ok", "indexes": {"search": {...}, "scholar": {...}}}`` with each
+  index's path, passages, kind and corpus hash.
+
+The server does no leakage filtering and keeps no snippet store: those belong to each client's
+ToolBox (``tools.server_url``), so one server can serve many rollouts with different questions.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Literal
+
+from fastapi import FastAPI, HTTPException
+from pydantic import BaseModel, Field
+
+from rubricforge.config import Config
+from rubricforge.corpora.remote import page_record, passage_record
+from rubricforge.corpora.tools import MAX_FETCH, local_retrievers
+from rubricforge.errors import UserError
+
+MAX_TOPK = MAX_FETCH
+MAX_QUERIES = 512
+
+
+class RetrieveRequest(BaseModel):
+    queries: list[str] = Field(max_length=MAX_QUERIES)
+    topk: int | None = Field(None, ge=0, le=MAX_TOPK)
+    return_scores: bool = False
+
+
+class AccessRequest(BaseModel):
+    urls: list[str] = Field(max_length=MAX_QUERIES)
+    index: Literal["search", "scholar"] | None = None
+
+
+def create_app(cfg: Config) -> FastAPI:
+    """The app over ``cfg.index_dir()`` (and ``tools.scholar_index_dir``); UserError if one is missing."""
+    retrievers = local_retrievers(cfg)
+    indexes = {name: r.index for name, r in retrievers.items()}
+    locks = {name: threading.Lock() for name in indexes}  # one search at a time per index (as ASearcher)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        for name, index in indexes.items():  # load store, FAISS index and embedder before serving
+            with locks[name]:
+                index.search(["warm up"], 1)
+        yield
+        for retriever in retrievers.values():
+            retriever.close()
+
+    app = FastAPI(title="rubricforge retrieval server", lifespan=lifespan)
+
+    def retrieve(name: str, request: RetrieveRequest) -> dict:
+        if name not in retrievers:
+            raise HTTPException(404, f"this server has no {name} index (start it with tools.scholar_index_dir set)")
+        k = request.topk or cfg.tools.top_k
+        with locks[name]:
+            rows = retrievers[name].search(request.queries, k) if request.queries else []
+        if request.return_scores:
+            return {"result": [[{"document": passage_record(h.passage), "score": h.score} for h in row]
+                               for row in rows]}
+        return {"result": [[passage_record(h.passage) for h in row] for row in rows]}
+
+    @app.post("/retrieve")
+    def retrieve_endpoint(request: RetrieveRequest) -> dict:
+        return retrieve("search", request)
+
+    @app.post("/scholar")
+    def scholar_endpoint(request: RetrieveRequest) -> dict:
+        return retrieve("scholar", request)
+
+    @app.post("/access")
+    def access_endpoint(request: AccessRequest) -> dict:
+        if request.index is not None and request.index not in retrievers:
+            raise HTTPException(404, f"this server has no {request.index} index")
+        names = [request.index] if request.index else list(retrievers)
+        return {"result": [_access(url.strip(), names) for url in request.urls]}
+
+    def _access(target: str, names: list[str]) -> dict | None:
+        for name in names:
+            page = retrievers[name].page(target) if target else None
+            if page is not None:
+                return page_record(page)
+        return None
+
+    @app.get("/health")
+    def health_endpoint() -> dict:
+        return {"status": "ok", "indexes": {name: {"path": str(index.path), "n_passages": len(index),
+                                                   "kind": index.kind, "corpus_hash": index.corpus_hash}
+                                            for name, index in indexes.items()}}
+
+    return app
+
+
+def _check_port(host: str, port: int) -> None:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise UserError(f"cannot listen on {host}:{port} ({exc.strerror})",
+                            "pass another --port or --host") from None
+
+
+def serve(cfg: Config, host: str = "127.0.0.1", port: int = 8765) -> None:
+    """Run the server with uvicorn until interrupted."""
+    import uvicorn
+
+    app = create_app(cfg)
+    _check_port(host, port)
+    uvicorn.run(app, host=host, port=port, log_level="info")
