@@ -1,0 +1,303 @@
+"""Stage 1: top-down evidence-tree construction (DeepRubric §3.1, Algorithm 1, App. C.2).
+
+A tree grows breadth-first from a seed's root query. Every node is retrieved for (the shared
+``search`` tool, ``build.passages_per_node`` passages) and its passages are read by the evidence
+extractor (Fig. 10, one call per passage, 1–3 statements each, tied to that passage's id). Then a
+whole level is expanded before the next:
+
+1. *Proposal* (Fig. 9): each expandable node — above ``build.max_depth`` and not judged atomic —
+   proposes up to ``branching[depth]`` child sub-queries (``build.branching`` = root, intermediate,
+   deeper; the last value repeats).
+2. The per-tree node budget (``build.max_nodes``) is spent round-robin over the level's parents:
+   every parent's first proposal, then every parent's second, ... so the budget spreads across the
+   root's facets instead of being eaten by the first one. Proposals are requested lazily, so a parent
+   the budget can never reach costs no call.
+3. *Redundancy*: a proposal whose embedding has cosine similarity above
+   ``build.redundancy_threshold`` with an ancestor or an accepted sibling is dropped (no LLM call).
+4. *Grounding* + *gating*, one structured call per surviving proposal: it is retrieved for, and the
+   model selects the passages that support it (ids constrained to those shown); with none it is
+   dropped. For a child that could still be expanded the same call judges whether it is atomic
+   (App. C.2 step 3); an atomic child becomes a leaf.
+
+Every drop is recorded in ``tree.dropped`` with its reason; a structured call that fails after the
+client's re-prompts is recorded (a node note or a drop), never filled in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, Field, create_model
+
+from rubricforge.config import Config
+from rubricforge.pipelines.prompting import render
+from rubricforge.pipelines.seeds import Seed
+from rubricforge.schema import EvidenceNode, EvidenceStatement, EvidenceTree, Snippet
+
+if TYPE_CHECKING:
+    from rubricforge.corpora.tools import ToolBox
+    from rubricforge.llm import LLMClient
+
+MAX_STATEMENTS = 3  # per passage (Fig. 10)
+PROMPT_STATEMENTS = 8  # "Statements (sample, deduped top 8)" (Fig. 9)
+PROMPT_SNIPPET_CHARS = 300  # per passage in the decomposition prompt
+QUERY_CHARS = 90  # schema hint for sub-queries ("<12 tokens", Fig. 9)
+STATEMENT_CHARS = 240  # schema hint for one statement ("concise", Fig. 10)
+
+
+# ---------------------------------------------------------------- output models
+
+
+def _short(chars: int) -> Any:
+    """A string whose JSON schema carries ``maxLength``: constrained decoding (llama.cpp grammars)
+    keeps small models concise; validation does not reject longer answers from other backends."""
+    return Annotated[str, Field(json_schema_extra={"maxLength": chars})]
+
+
+class Statements(BaseModel):
+    """Fig. 10 answer. Schema bounds steer constrained decoding; extra items are cut, not rejected."""
+
+    statements: list[_short(STATEMENT_CHARS)] = Field(json_schema_extra={"maxItems": MAX_STATEMENTS})  # type: ignore[valid-type]
+
+
+@lru_cache(maxsize=None)
+def proposal_model(limit: int) -> type[BaseModel]:
+    """Fig. 9 answer ``{"queries": [...]}`` with at most ``limit`` items in the schema."""
+    return create_model(f"Proposal{limit}", queries=(list[_short(QUERY_CHARS)], Field(json_schema_extra={"maxItems": limit})))
+
+
+@lru_cache(maxsize=None)
+def grounding_model(labels: tuple[str, ...], gate: bool) -> type[BaseModel]:
+    """Grounding answer: supporting passage ids (only the labels shown), plus ``atomic`` when gating."""
+    ids = Field(json_schema_extra={"maxItems": len(labels)})  # bounded: a small model may repeat an id forever
+    fields: dict[str, Any] = {"supporting_ids": (list[Literal[labels]], ids)}  # type: ignore[valid-type]
+    if gate:
+        fields["atomic"] = (bool, ...)
+    return create_model("GroundGate" if gate else "Ground", **fields)
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def branching_for(depth: int, branching: Sequence[int]) -> int:
+    """Children allowed below a node at ``depth``: root, intermediate, then the last value."""
+    return branching[min(depth, len(branching) - 1)]
+
+
+def _user(text: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": text}]
+
+
+def _labels(snippets: Sequence[Snippet]) -> list[str]:
+    return [f"P{i}" for i in range(1, len(snippets) + 1)]
+
+
+def _passage_block(snippets: Sequence[Snippet], chars: int | None = None) -> str:
+    return "\n".join(f"[{label}] {s.title}: {s.text if chars is None else _clip(s.text, chars)}"
+                     for label, s in zip(_labels(snippets), snippets))
+
+
+def _clip(text: str, n: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1].rstrip() + "…"
+
+
+def _clean(items: Sequence[str], limit: int) -> list[str]:
+    out: list[str] = []
+    for item in items:
+        text = " ".join(str(item).split())
+        if text and text.lower() not in {o.lower() for o in out}:
+            out.append(text)
+    return out[:limit]
+
+
+@dataclass
+class _Child:
+    parent: EvidenceNode
+    query: str
+    snippets: list[Snippet] | None = None  # the supporting passages, once grounded
+    atomic: bool | None = None
+
+
+# ---------------------------------------------------------------- the builder
+
+
+class TreeBuilder:
+    """Builds evidence trees with one LLM client, one ToolBox and one query embedder.
+
+    ``embed(texts)`` returns L2-normalised vectors (``CorpusIndex.embed_queries``).
+    """
+
+    def __init__(self, cfg: Config, client: LLMClient, tools: ToolBox, embed: Callable[[list[str]], np.ndarray],
+                 corpus_hash: str = ""):
+        self.cfg, self.b = cfg, cfg.build
+        self.client, self.tools, self._embed, self.corpus_hash = client, tools, embed, corpus_hash
+
+    async def build(self, tree_id: str, seed: Seed) -> EvidenceTree:
+        """Algorithm 1, stage 1, for one seed (see the module docstring)."""
+        state = _TreeState(tree_id, seed, self.corpus_hash, self.b.max_nodes)
+        root = state.add(seed.query, parent=None, snippets=self._retrieve(seed.query))
+        await self._extract(state, [root])
+        level = [root]
+        while level and state.budget() > 0:
+            parents = [n for n in level if n.depth < self.b.max_depth and n.atomic is not True]
+            children = await self._expand_level(state, parents)
+            await self._extract(state, children)
+            level = children
+        return state.tree()
+
+    # ---------------------------------------------------------- retrieval and extraction
+
+    def _retrieve(self, query: str) -> list[Snippet]:
+        return self.tools.search_snippets([query], k=self.b.passages_per_node)
+
+    async def _extract(self, state: _TreeState, nodes: list[EvidenceNode]) -> None:
+        jobs = [(node, s) for node in nodes for s in state.snippets[node.id]]
+        results = await asyncio.gather(*(self._extract_one(state, node, s) for node, s in jobs))
+        for (node, snippet), statements in zip(jobs, results):
+            node.statements.extend(EvidenceStatement(text=t, passage_id=snippet.passage_id) for t in statements)
+
+    async def _extract_one(self, state: _TreeState, node: EvidenceNode, snippet: Snippet) -> list[str]:
+        prompt = render("extract", queries=json.dumps([node.query], ensure_ascii=False),
+                        note=f'Collect evidence for the research topic "{state.seed.query}".',
+                        summary=f"{snippet.title}: {' '.join(snippet.text.split())}")
+        res = await self.client.generate("generator", _user(prompt), output=Statements, stage="extract",
+                                         max_tokens=self.b.node_max_tokens)
+        if not res.ok or res.value is None:
+            node.notes.append(f"extract failed for passage {snippet.passage_id}: {res.error or 'no output'}")
+            return []
+        return _clean(res.value.statements, MAX_STATEMENTS)
+
+    # ---------------------------------------------------------- expansion of one level
+
+    async def _expand_level(self, state: _TreeState, parents: list[EvidenceNode]) -> list[EvidenceNode]:
+        proposals: dict[str, list[str]] = {}
+        accepted: list[EvidenceNode] = []
+        rounds = max((branching_for(p.depth, self.b.branching) for p in parents), default=0)
+        for r in range(rounds):
+            queue = [p for p in parents if p.id not in proposals or r < len(proposals[p.id])]
+            while queue and state.budget() > 0:
+                batch, queue = queue[: state.budget()], queue[state.budget():]
+                missing = [p for p in batch if p.id not in proposals]
+                for p, queries in zip(missing, await asyncio.gather(*(self._propose(state, p) for p in missing))):
+                    proposals[p.id] = queries
+                wanted = [_Child(p, proposals[p.id][r]) for p in batch if r < len(proposals[p.id])]
+                fresh = [c for c in wanted if self._non_redundant(state, c)]
+                await asyncio.gather(*(self._ground(state, c) for c in fresh))
+                for child in fresh:
+                    if child.snippets:
+                        node = state.add(child.query, parent=child.parent, snippets=child.snippets)
+                        node.atomic = child.atomic
+                        accepted.append(node)
+        return accepted
+
+    async def _propose(self, state: _TreeState, parent: EvidenceNode) -> list[str]:
+        limit = branching_for(parent.depth, self.b.branching)
+        ancestors = [state.nodes[i].query for i in state.path(parent.id)[:-1]]
+        statements = _clean([s.text for s in parent.statements], PROMPT_STATEMENTS)
+        prompt = render("decompose", parent_query=parent.query,
+                        ancestors=json.dumps(ancestors, ensure_ascii=False) if ancestors else "(none: this is the root)",
+                        depth=parent.depth, max_depth=self.b.max_depth,
+                        snippets=_passage_block(state.snippets[parent.id], PROMPT_SNIPPET_CHARS) or "(none)",
+                        statements=json.dumps(statements, ensure_ascii=False), limit=limit)
+        res = await self.client.generate("generator", _user(prompt), output=proposal_model(limit), stage="decompose",
+                                         max_tokens=self.b.node_max_tokens)
+        if not res.ok or res.value is None:
+            parent.notes.append(f"decompose failed: {res.error or 'no output'}")
+            return []
+        queries = _clean(res.value.queries, limit)
+        if not queries:
+            parent.notes.append("decompose proposed no sub-query")
+        return queries
+
+    def _vector(self, state: _TreeState, texts: list[str]) -> list[np.ndarray]:
+        missing = [t for t in dict.fromkeys(texts) if t not in state.vectors]
+        if missing:
+            state.vectors.update(zip(missing, self._embed(missing)))
+        return [state.vectors[t] for t in texts]
+
+    def _non_redundant(self, state: _TreeState, child: _Child) -> bool:
+        """False (and recorded) when the child repeats an ancestor or an accepted sibling."""
+        others = [state.nodes[i] for i in state.path(child.parent.id)] + [state.nodes[c] for c in child.parent.children]
+        if not others:
+            return True
+        vecs = self._vector(state, [child.query] + [o.query for o in others])
+        sims = [float(np.dot(vecs[0], v)) for v in vecs[1:]]
+        best = int(np.argmax(sims))
+        if sims[best] > self.b.redundancy_threshold:
+            kind = "sibling" if others[best].parent_id == child.parent.id else "ancestor"
+            state.drop(child, "redundant", f"cosine {sims[best]:.3f} > {self.b.redundancy_threshold} with {kind} "
+                                           f"{others[best].id} \"{others[best].query}\"")
+            return False
+        return True
+
+    async def _ground(self, state: _TreeState, child: _Child) -> None:
+        """Sets ``child.snippets`` (and ``atomic``) when grounded; otherwise records the drop."""
+        snippets = self._retrieve(child.query)
+        if not snippets:
+            state.drop(child, "ungrounded", "retrieval returned no passage")
+            return
+        labels = _labels(snippets)
+        depth = child.parent.depth + 1
+        gate = depth < self.b.max_depth
+        prompt = render("ground", parent_query=child.parent.query, query=child.query, passages=_passage_block(snippets))
+        if gate:
+            prompt += "\n" + render("gate", depth=depth, max_depth=self.b.max_depth)
+        res = await self.client.generate("generator", _user(prompt), output=grounding_model(tuple(labels), gate),
+                                         stage="ground", max_tokens=self.b.node_max_tokens)
+        if not res.ok or res.value is None:
+            state.drop(child, "ground_failed", f"grounding call failed: {res.error or 'no output'}")
+            return
+        chosen = set(res.value.supporting_ids)
+        if not chosen:
+            state.drop(child, "ungrounded", f"none of the {len(snippets)} retrieved passages supports it")
+            return
+        child.snippets = [s for label, s in zip(labels, snippets) if label in chosen]
+        child.atomic = bool(res.value.atomic) if gate else None
+
+
+class _TreeState:
+    """The tree being built: nodes in creation order, the passages behind each node, the drops."""
+
+    def __init__(self, tree_id: str, seed: Seed, corpus_hash: str, max_nodes: int):
+        self.tree_id, self.seed, self.corpus_hash, self.max_nodes = tree_id, seed, corpus_hash, max_nodes
+        self.nodes: dict[str, EvidenceNode] = {}
+        self.snippets: dict[str, list[Snippet]] = {}
+        self.dropped: list[dict[str, Any]] = []
+        self.vectors: dict[str, np.ndarray] = {}  # query embeddings, for the redundancy check
+
+    def budget(self) -> int:
+        """Nodes this tree may still add."""
+        return self.max_nodes - len(self.nodes)
+
+    def add(self, query: str, *, parent: EvidenceNode | None, snippets: list[Snippet]) -> EvidenceNode:
+        node = EvidenceNode(id=f"n{len(self.nodes)}", query=query, parent_id=parent.id if parent else None,
+                            depth=parent.depth + 1 if parent else 0, passage_ids=[s.passage_id for s in snippets])
+        self.nodes[node.id] = node
+        self.snippets[node.id] = snippets
+        if parent is not None:
+            parent.children.append(node.id)
+        return node
+
+    def path(self, node_id: str) -> list[str]:
+        out: list[str] = []
+        current: str | None = node_id
+        while current is not None:
+            out.append(current)
+            current = self.nodes[current].parent_id
+        return out[::-1]
+
+    def drop(self, child: _Child, reason: str, detail: str) -> None:
+        self.dropped.append({"query": child.query, "parent_id": child.parent.id, "depth": child.parent.depth + 1,
+                             "reason": reason, "detail": detail})
+
+    def tree(self) -> EvidenceTree:
+        return EvidenceTree(id=self.tree_id, seed_passage_id=self.seed.passage_id, seed_title=self.seed.title,
+                            topic=self.seed.topic, root_id="n0", nodes=self.nodes, dropped=self.dropped,
+                            corpus_hash=self.corpus_hash)

@@ -1,0 +1,240 @@
+"""Deterministic rule checks on a query–rubric candidate, run before any verifier call (DeepRubric §3.2).
+
+Every failure is a readable reason string; an empty list means the candidate passed. The same
+checks serve all three rubric sources: they take an *evidence pool* — source id -> statements —
+built from the selected tree leaves (``tree``), from the passages retrieved with the question
+(``search``), or nothing at all (``closed-book``: those rubrics are ungrounded by construction, which
+is what the §4.4 ablation measures, so their source and evidence checks are skipped).
+
+Thresholds (content words = lower-cased words and numbers minus a short stop-word list, with a
+plural ``s`` stripped; two words match when equal or, for words of 5+ letters, when difflib's ratio
+is at least 0.85 (organisation/organization) or they share a prefix of 5+ letters covering 80% of
+the shorter word (explains/explaining)):
+
+* ``EVIDENCE_MATCH = 0.75`` — an evidence string is traceable to a statement when at least 75% of
+  its content words occur in that one statement (so quoting part of a statement, or a tight
+  paraphrase, passes; a fact the statement does not contain does not).
+* ``DUPLICATE_OVERLAP = 0.85`` — two criteria are duplicates when their descriptions are equal after
+  normalisation or the share of their content words found in each other (matched words of both
+  over all words of both) is at least 0.85.
+* ``LEAK_NGRAM = 6`` — a rubric leaks into the question when 6 consecutive content words of its
+  description appear, in order, in the question (a question may share its topic words with the
+  rubrics, but not restate a criterion).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from difflib import get_close_matches
+from typing import Any
+
+from rubricforge.config import Config
+from rubricforge.pipelines.serialize import leaf_nodes
+from rubricforge.schema import Candidate, Criterion, EvidenceStatement, EvidenceTree, Snippet
+
+EVIDENCE_MATCH = 0.75
+DUPLICATE_OVERLAP = 0.85
+LEAK_NGRAM = 6
+WORD_FUZZ = 0.85
+
+Pool = dict[str, list[EvidenceStatement]]  # source id (leaf or retrieved snippet) -> its statements
+
+STOPWORDS = frozenset(
+    "a an the and or but of in on at to for from by with as is are was were be been being it its this that "
+    "these those which who whom what how why when where than then there their they them he she his her "
+    "has have had do does did not no can could should would will may might must also into over about "
+    "such between both each any all more most other some".split()
+)
+
+
+# ---------------------------------------------------------------- text helpers
+
+
+def content_words(text: str) -> list[str]:
+    words = []
+    for word in re.findall(r"[a-z0-9]+", text.lower()):
+        if word in STOPWORDS or (len(word) == 1 and word.isalpha()):
+            continue
+        if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+            word = word[:-1]
+        words.append(word)
+    return words
+
+
+def _same_stem(a: str, b: str) -> bool:
+    prefix = len(os.path.commonprefix([a, b]))
+    return prefix >= 5 and prefix >= 0.8 * min(len(a), len(b))
+
+
+def _word_found(word: str, vocabulary: set[str]) -> bool:
+    if word in vocabulary:
+        return True
+    if len(word) < 5:
+        return False
+    return any(_same_stem(word, v) for v in vocabulary) or bool(get_close_matches(word, vocabulary, n=1, cutoff=WORD_FUZZ))
+
+
+def _found(words: list[str], other: list[str]) -> int:
+    vocabulary = set(other)
+    return sum(_word_found(w, vocabulary) for w in words)
+
+
+def support(evidence: str, statement: str) -> float:
+    """Share of the evidence's content words found in the statement (0 when it has none)."""
+    words = content_words(evidence)
+    return _found(words, content_words(statement)) / len(words) if words else 0.0
+
+
+def best_statement(evidence: str, statements: list[EvidenceStatement]) -> tuple[EvidenceStatement | None, float]:
+    best, score = None, 0.0
+    for statement in statements:
+        s = support(evidence, statement.text)
+        if s > score:
+            best, score = statement, s
+    return best, score
+
+
+def split_sentences(text: str, passage_id: str) -> list[EvidenceStatement]:
+    """A passage as statements, one per sentence (the evidence pool of the search baseline)."""
+    parts = re.split(r"(?<=[.!?])\s+", text.strip())
+    return [EvidenceStatement(text=p, passage_id=passage_id) for p in parts if p.strip()]
+
+
+# ---------------------------------------------------------------- evidence pools
+
+
+def retrieved_trace(snippets: list[Snippet]) -> dict[str, Any]:
+    """The search baseline's selection trace: the passages retrieved with the question, as shown."""
+    return {"retrieved": [{"id": s.id, "passage_id": s.passage_id, "title": s.title, "text": s.text} for s in snippets]}
+
+
+def retrieved_items(trace: Any) -> list[dict[str, Any]]:
+    """The retrieved passages recorded by :func:`retrieved_trace` (empty for any other trace)."""
+    items = trace.get("retrieved", []) if isinstance(trace, dict) else []
+    return [i for i in items if isinstance(i, dict) and "id" in i]
+
+
+def retrieved_sources(trace: Any) -> Pool:
+    """Read :func:`retrieved_trace` back into an evidence pool (snippet id -> sentences)."""
+    return {str(i["id"]): split_sentences(str(i.get("text", "")), str(i.get("passage_id", "")))
+            for i in retrieved_items(trace)}
+
+
+def evidence_pool(candidate: Candidate, tree: EvidenceTree) -> tuple[Pool | None, list[str]]:
+    """The statements the candidate's rubrics may cite (its selected sources) and selection failures."""
+    if candidate.rubric_source == "closed-book":
+        return None, []
+    failures: list[str] = []
+    if candidate.rubric_source == "search":
+        sources = retrieved_sources(candidate.selection_trace)
+        for sid in candidate.selected_leaf_ids:
+            if sid not in sources:
+                failures.append(f"selected passage '{sid}' was not retrieved for this question")
+    else:
+        sources = {leaf.id: list(leaf.statements) for leaf in leaf_nodes(tree)}
+        for sid in candidate.selected_leaf_ids:
+            if sid not in sources:
+                where = "an internal node, not a leaf" if sid in tree.nodes else "not a node"
+                failures.append(f"selected leaf '{sid}' is {where} of tree {tree.id}")
+    if not candidate.selected_leaf_ids:
+        failures.append("no leaf selected")
+    return {sid: sources[sid] for sid in candidate.selected_leaf_ids if sid in sources}, failures
+
+
+# ---------------------------------------------------------------- checks
+
+
+def check_rules(candidate: Candidate, tree: EvidenceTree, cfg: Config, max_rubrics: int | None = None) -> list[str]:
+    """All rule checks for a candidate; sets each factual criterion's ``passage_ids`` and
+    ``candidate.rule_failures``, and returns the failures (empty = pass)."""
+    if candidate.generation_error is not None:
+        failures = [f"generator output unusable: {candidate.generation_error}"]
+    else:
+        pool, failures = evidence_pool(candidate, tree)
+        failures += check_criteria(candidate.question, candidate.rubrics, pool,
+                                   min_rubrics=cfg.build.min_rubrics, max_rubrics=max_rubrics)
+    candidate.rule_failures = failures
+    return failures
+
+
+def check_criteria(question: str, rubrics: list[Criterion], pool: Pool | None, *, min_rubrics: int,
+                   max_rubrics: int | None = None) -> list[str]:
+    """Source-independent checks; ``pool`` None skips the source and evidence checks (closed-book)."""
+    failures: list[str] = []
+    if not question.strip():
+        failures.append("question is empty")
+    if len(rubrics) < min_rubrics:
+        failures.append(f"only {len(rubrics)} rubrics; at least {min_rubrics} required")
+    if max_rubrics is not None and len(rubrics) > max_rubrics:
+        failures.append(f"{len(rubrics)} rubrics; at most {max_rubrics} allowed")
+    failures += _weight_failures(rubrics)
+    for rubric in rubrics:
+        if not rubric.description.strip():
+            failures.append(f"{rubric.id}: empty description")
+        if pool is not None:
+            failures += _grounding_failures(rubric, pool)
+    failures += _duplicate_failures(rubrics)
+    failures += _leak_failures(question, rubrics)
+    return failures
+
+
+def _weight_failures(rubrics: list[Criterion]) -> list[str]:
+    failures = [f"{r.id}: weight {r.weight} is not a finite number in [-1, 1]"
+                for r in rubrics if not (math.isfinite(r.weight) and -1.0 <= r.weight <= 1.0)]
+    if rubrics and not any(math.isfinite(r.weight) and r.weight > 0 for r in rubrics):
+        failures.append("no rubric has a positive weight")
+    return failures
+
+
+def _grounding_failures(rubric: Criterion, pool: Pool) -> list[str]:
+    """Sources within the selection; factual evidence traced to statements (sets ``passage_ids``)."""
+    failures = [f"{rubric.id}: source leaf '{sid}' is not among the selected leaves"
+                for sid in rubric.source_leaf_ids if sid not in pool]
+    if rubric.type != "factual":
+        return failures
+    statements = [s for sid in rubric.source_leaf_ids for s in pool.get(sid, [])]
+    if not rubric.source_leaf_ids:
+        failures.append(f"{rubric.id}: factual rubric names no source leaf")
+    if not [e for e in rubric.evidence if e.strip()]:
+        failures.append(f"{rubric.id}: factual rubric has no evidence")
+    passage_ids: list[str] = []
+    for evidence in (e for e in rubric.evidence if e.strip()):
+        match, score = best_statement(evidence, statements)
+        if match is None or score < EVIDENCE_MATCH:
+            failures.append(f"{rubric.id}: evidence '{_clip(evidence)}' matches no statement of its source leaves "
+                            f"(best word overlap {score:.2f} < {EVIDENCE_MATCH})")
+        elif match.passage_id and match.passage_id not in passage_ids:
+            passage_ids.append(match.passage_id)
+    rubric.passage_ids = passage_ids
+    return failures
+
+
+def _duplicate_failures(rubrics: list[Criterion]) -> list[str]:
+    failures = []
+    words = [sorted(set(content_words(r.description))) for r in rubrics]
+    normal = [" ".join(r.description.lower().split()) for r in rubrics]
+    for i in range(len(rubrics)):
+        for j in range(i + 1, len(rubrics)):
+            total = len(words[i]) + len(words[j])
+            overlap = (_found(words[i], words[j]) + _found(words[j], words[i])) / total if total else 0.0
+            if (normal[i] and normal[i] == normal[j]) or overlap >= DUPLICATE_OVERLAP:
+                failures.append(f"{rubrics[i].id} and {rubrics[j].id} are duplicates (word overlap {overlap:.2f})")
+    return failures
+
+
+def _leak_failures(question: str, rubrics: list[Criterion]) -> list[str]:
+    q = content_words(question)
+    q_grams = {tuple(q[i:i + LEAK_NGRAM]) for i in range(len(q) - LEAK_NGRAM + 1)}
+    failures = []
+    for rubric in rubrics:
+        d = content_words(rubric.description)
+        leaked = next((g for g in (tuple(d[i:i + LEAK_NGRAM]) for i in range(len(d) - LEAK_NGRAM + 1)) if g in q_grams), None)
+        if leaked:
+            failures.append(f"{rubric.id}: description leaks into the question ('{' '.join(leaked)}')")
+    return failures
+
+
+def _clip(text: str, n: int = 60) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"

@@ -1,0 +1,138 @@
+"""Stage 3: verification and revision by a separate verifier role (DeepRubric §3.2, Fig. 12).
+
+The verifier gets the verbatim Fig. 12 system prompt and one JSON sample: the question, the
+selected leaves with their statements, the merge trace and the rubrics. It answers KEEP / REVISE /
+DROP. A REVISE may replace the question and/or the rubrics (5–8 of them); the revised pair goes
+through the same rule checks as the original, against the selected leaves only, and its failures are
+recorded in ``Verification.rule_failures``.
+
+Policy: a REVISE whose revision fails the rule checks is not retained (:func:`final_example` returns
+None) — every retained example passes the deterministic checks. An unreadable verifier answer is
+recorded as ``UNPARSEABLE`` with the raw text, never guessed, and is not retained.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from rubricforge.config import Config
+from rubricforge.pipelines.prompting import render
+from rubricforge.pipelines.rules import check_rules, evidence_pool, retrieved_items
+from rubricforge.pipelines.synthesis import MAX_RUBRICS, FreeForm, RubricOut, to_criteria
+from rubricforge.schema import Candidate, EvidenceTree, Example, Provenance, Verification
+
+if TYPE_CHECKING:
+    from rubricforge.llm import LLMClient
+
+MAX_LIST = 10  # schema-only maxItems for the free lists (tags, issues): steers decoding, never rejects
+REVISED_MAX_RUBRICS = 8  # Fig. 12: "Output 5–8 rubric objects" (the minimum is build.min_rubrics)
+
+# prompt files behind a candidate of each rubric source (for provenance hashes)
+PROMPTS_BY_SOURCE = {"tree": ["merge", "verify"], "closed-book": ["baseline_closed_book", "verify"],
+                     "search": ["baseline_search", "verify"]}
+
+
+class VerifyOutput(BaseModel):
+    """The Fig. 12 answer."""
+
+    model_config = ConfigDict(coerce_numbers_to_str=True)
+
+    decision: Literal["KEEP", "REVISE", "DROP"]
+    error_tags: list[str] = Field(default_factory=list, json_schema_extra={"maxItems": MAX_LIST})
+    major_issues: list[str] = Field(default_factory=list, json_schema_extra={"maxItems": MAX_LIST})
+    justification: str = ""
+    fix_plan: FreeForm = None
+    revised_question: str | None = None
+    revised_rubrics: list[RubricOut] = Field(default_factory=list, json_schema_extra={"maxItems": MAX_RUBRICS})  # [] = unchanged
+    implementation_guidance: FreeForm = None
+
+    @field_validator("decision", mode="before")
+    @classmethod
+    def _upper(cls, v: Any) -> Any:
+        return v.strip().upper() if isinstance(v, str) else v
+
+    @field_validator("error_tags", "major_issues", "revised_rubrics", mode="before")
+    @classmethod
+    def _listify(cls, v: Any) -> Any:
+        if v is None:
+            return []
+        return [v] if isinstance(v, (str, dict)) else v
+
+
+def audit_sample(candidate: Candidate, tree: EvidenceTree, cfg: Config) -> dict[str, Any]:
+    """The JSON sample the verifier audits (selected leaves with the statements the generator saw)."""
+    pool, _ = evidence_pool(candidate, tree)
+    if candidate.rubric_source == "tree":
+        labels = {sid: tree.nodes[sid].query for sid in pool or {}}
+    else:  # search: the retrieved passages' titles
+        labels = {str(i["id"]): str(i.get("title", "")) for i in retrieved_items(candidate.selection_trace)}
+    n = cfg.build.statements_per_leaf
+    leaves = [{"id": sid, "query": labels.get(sid, ""), "evidence": [s.text for s in statements[:n]]}
+              for sid, statements in (pool or {}).items()]
+    rubrics = [r.model_dump(include={"id", "type", "description", "weight", "source_leaf_ids", "evidence"})
+               for r in candidate.rubrics]
+    return {"question": candidate.question, "selected_leaf_ids": candidate.selected_leaf_ids,
+            "selected_leaves": leaves, "merge_trace": candidate.merge_trace, "rubrics": rubrics}
+
+
+def verify_messages(sample: dict[str, Any]) -> list[dict[str, str]]:
+    return [{"role": "system", "content": render("verify")},
+            {"role": "user", "content": json.dumps(sample, ensure_ascii=False, separators=(",", ":"))}]
+
+
+async def verify(candidate: Candidate, tree: EvidenceTree, client: LLMClient, cfg: Config) -> Verification:
+    """Audit one rule-checked candidate; a REVISE's revision is rule-checked again."""
+    res = await client.generate("verifier", verify_messages(audit_sample(candidate, tree, cfg)),
+                                output=VerifyOutput, stage="verify")
+    if not res.ok or res.value is None:
+        return Verification(candidate_id=candidate.id, decision="UNPARSEABLE", raw=res.text or "",
+                            justification=f"verifier output unreadable: {res.error or 'no output'}")
+    out: VerifyOutput = res.value
+    verification = Verification(candidate_id=candidate.id, decision=out.decision, error_tags=out.error_tags,
+                                major_issues=out.major_issues, justification=out.justification,
+                                fix_plan=out.fix_plan, implementation_guidance=out.implementation_guidance)
+    if out.decision == "REVISE":
+        revised = candidate.model_copy(deep=True)
+        if out.revised_question and out.revised_question.strip():
+            revised.question = verification.revised_question = out.revised_question.strip()
+        if out.revised_rubrics:
+            revised.rubrics = to_criteria(out.revised_rubrics)
+        verification.rule_failures = check_rules(
+            revised, tree, cfg, max_rubrics=REVISED_MAX_RUBRICS if out.revised_rubrics else None)
+        if out.revised_rubrics:
+            verification.revised_rubrics = revised.rubrics  # with passage ids resolved
+    return verification
+
+
+def final_example(candidate: Candidate, verification: Verification, tree: EvidenceTree, cfg: Config,
+                  provenance_bits: Mapping[str, Any]) -> Example | None:
+    """The dataset row for a verified candidate, or None when it is not retained.
+
+    Retained: the candidate passed the rule checks, the decision is in ``build.keep_decisions`` and,
+    for REVISE, the revision passed them too. ``provenance_bits`` holds ``models`` (role -> model
+    name), ``prompt_hashes`` (prompt name -> hash) and optionally ``corpus_hash`` (default: the tree's).
+    """
+    decision = verification.decision
+    if candidate.rule_failures or candidate.generation_error or decision not in cfg.build.keep_decisions:
+        return None
+    question, rubrics = candidate.question, candidate.rubrics
+    if decision == "REVISE":
+        if verification.rule_failures:
+            return None
+        question = verification.revised_question or question
+        rubrics = verification.revised_rubrics if verification.revised_rubrics is not None else rubrics
+    pool, _ = evidence_pool(candidate, tree)
+    passage_ids = [p for r in rubrics for p in r.passage_ids]
+    passage_ids += [s.passage_id for statements in (pool or {}).values() for s in statements]
+    if candidate.rubric_source == "tree":
+        passage_ids += [p for sid in pool or {} for p in tree.nodes[sid].passage_ids]
+    provenance = Provenance(tree_id=tree.id, leaf_ids=list(candidate.selected_leaf_ids),
+                            passage_ids=list(dict.fromkeys(p for p in passage_ids if p)),
+                            corpus_hash=provenance_bits.get("corpus_hash") or tree.corpus_hash,
+                            models=dict(provenance_bits["models"]), prompt_hashes=dict(provenance_bits["prompt_hashes"]))
+    return Example(id=candidate.id, question=question, rubrics=[r.model_copy(deep=True) for r in rubrics],
+                   decision=decision, rubric_source=candidate.rubric_source, topic=tree.topic, provenance=provenance)

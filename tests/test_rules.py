@@ -1,0 +1,167 @@
+"""Deterministic rule checks: a clean candidate passes (and gets passage ids), each rule can fail."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from test_serialize import good_rubrics, tiny_tree
+
+from rubricforge.config import Config
+from rubricforge.pipelines.rules import (
+    check_criteria,
+    check_rules,
+    content_words,
+    retrieved_trace,
+    split_sentences,
+    support,
+)
+from rubricforge.schema import Candidate, Criterion, Snippet
+
+CFG = Config()
+
+
+def _candidate(**changes) -> Candidate:
+    fields = {"id": "t1--tree", "tree_id": "t1", "question": "Why do honey bee colonies matter for agriculture, "
+              "and what threatens them?", "selected_leaf_ids": ["n2", "n3", "n4", "n5"], "rubrics": good_rubrics()}
+    return Candidate(**{**fields, **changes})
+
+
+def _fails(candidate: Candidate) -> list[str]:
+    return check_rules(candidate, tiny_tree(), CFG)
+
+
+def test_clean_candidate_passes_and_passage_ids_are_resolved():
+    cand = _candidate()
+    assert check_rules(cand, tiny_tree(), CFG) == []
+    assert cand.rule_failures == []
+    by_id = {r.id: r for r in cand.rubrics}
+    assert by_id["R1"].passage_ids == ["p1"]
+    assert by_id["R2"].passage_ids == ["p4"]
+    assert by_id["R3"].passage_ids == ["p5"]  # matched in n3 although n5 is listed too
+    assert by_id["R4"].passage_ids == []  # logical criteria carry no passages
+
+
+def test_selected_ids_must_be_leaves_of_the_tree():
+    fails = _fails(_candidate(selected_leaf_ids=["n2", "n3", "n4", "n5", "n1", "zz"]))
+    assert "selected leaf 'n1' is an internal node, not a leaf of tree t1" in fails
+    assert "selected leaf 'zz' is not a node of tree t1" in fails
+    assert "no leaf selected" in _fails(_candidate(selected_leaf_ids=[], rubrics=[]))
+
+
+def test_source_leaf_ids_must_be_selected():
+    fails = _fails(_candidate(selected_leaf_ids=["n2", "n3", "n4"]))  # R3 and R4 cite n5
+    assert "R3: source leaf 'n5' is not among the selected leaves" in fails
+    assert "R4: source leaf 'n5' is not among the selected leaves" in fails
+
+
+def test_factual_rubrics_need_sources_and_evidence():
+    rubrics = good_rubrics()
+    rubrics[0].evidence = []
+    rubrics[1].source_leaf_ids = []
+    fails = _fails(_candidate(rubrics=rubrics))
+    assert "R1: factual rubric has no evidence" in fails
+    assert "R2: factual rubric names no source leaf" in fails
+
+
+def test_evidence_must_trace_to_a_statement_of_its_own_source_leaves():
+    rubrics = good_rubrics()
+    rubrics[0].evidence = ["Honey bees were domesticated in ancient Egypt around 2400 BC."]  # invented
+    rubrics[1].source_leaf_ids = ["n3"]  # true statement, but of another leaf
+    fails = _fails(_candidate(rubrics=rubrics))
+    assert any(f.startswith("R1: evidence 'Honey bees were domesticated") and "< 0.75" in f for f in fails)
+    assert any(f.startswith("R2: evidence ") for f in fails)
+    assert rubrics[0].passage_ids == []
+
+
+def test_evidence_match_tolerates_quoting_part_and_spelling_but_not_new_facts():
+    statement = "Almond orchards in California depend almost entirely on rented honey bee colonies."
+    assert support("almond orchards depend on rented honey bee colonies", statement) == 1.0
+    assert support("Almond orchards in Californa depend entirely on rented colonies", statement) == 1.0  # typo
+    assert support("Almond orchards in Spain depend on wild bumblebees", statement) < 0.75
+    assert support("the of and", statement) == 0.0
+    assert content_words("The bees' hives") == ["bee", "hive"]
+
+
+@pytest.mark.parametrize("weight", [1.5, -2.0, math.nan, math.inf])
+def test_weights_must_be_finite_and_in_range(weight):
+    rubrics = good_rubrics()
+    rubrics[4].weight = weight
+    assert any(f.startswith(f"R5: weight {weight}") for f in _fails(_candidate(rubrics=rubrics)))
+
+
+def test_at_least_one_positive_weight_and_negative_weights_allowed():
+    rubrics = good_rubrics()
+    rubrics[4].weight = -0.5  # a debunking criterion is fine
+    assert _fails(_candidate(rubrics=rubrics)) == []
+    for r in rubrics:
+        r.weight = -abs(r.weight) if r.weight else 0.0
+    assert "no rubric has a positive weight" in _fails(_candidate(rubrics=rubrics))
+
+
+def test_duplicate_criteria_are_flagged():
+    rubrics = good_rubrics()
+    rubrics.append(Criterion(id="R6", type="logical", weight=0.4,
+                             description="organises the answer into causes, consequences and an evidence-based conclusion"))
+    rubrics.append(Criterion(id="R7", type="logical", weight=0.4,
+                             description="Compares managed honey bees with wild pollinators, explaining the trade-offs."))
+    fails = _fails(_candidate(rubrics=rubrics))
+    assert any(f.startswith("R5 and R6 are duplicates") for f in fails)
+    assert any(f.startswith("R4 and R7 are duplicates") for f in fails)
+    assert not any(f.startswith("R1 and") for f in fails)
+
+
+def test_rubric_text_must_not_leak_into_the_question():
+    question = ("Why do honey bees matter? Explain why the Varroa mite, a spreader of viruses that weaken "
+                "colonies, matters for agriculture.")
+    fails = _fails(_candidate(question=question))
+    assert any(f.startswith("R2: description leaks into the question") for f in fails)
+    # sharing topic words is not a leak
+    assert _fails(_candidate(question="How do honey bee colonies and wild pollinators affect crops?")) == []
+
+
+def test_too_few_rubrics_empty_question_and_empty_description():
+    rubrics = good_rubrics()[:3]
+    rubrics[2].description = " "
+    fails = _fails(_candidate(question="", rubrics=rubrics))
+    assert "only 3 rubrics; at least 5 required" in fails
+    assert "question is empty" in fails
+    assert "R3: empty description" in fails
+    assert "6 rubrics; at most 5 allowed" in check_criteria("q", good_rubrics() + [
+        Criterion(id="R6", type="logical", weight=0.1, description="Uses clear headings.")], None,
+        min_rubrics=5, max_rubrics=5)
+
+
+def test_generation_error_is_the_only_reason_reported():
+    cand = _candidate(question="", rubrics=[], generation_error="no JSON object in the output")
+    assert _fails(cand) == ["generator output unusable: no JSON object in the output"]
+
+
+def test_search_source_checks_against_retrieved_passages():
+    snippets = [Snippet(id="S1", passage_id="p1", text="Honey bees pollinate about one third of the crops humans eat. "
+                        "They are managed by beekeepers."), Snippet(id="S2", passage_id="p4", text="Varroa mites spread viruses.")]
+    rubrics = good_rubrics()
+    rubrics[0].source_leaf_ids = ["S1"]
+    rubrics[1].source_leaf_ids = ["S2"]
+    rubrics[1].evidence = ["Varroa mites spread viruses"]
+    rubrics[2].source_leaf_ids = ["S1"]  # its evidence is not in S1
+    rubrics[3].source_leaf_ids = []
+    cand = _candidate(id="t1--search", rubric_source="search", selected_leaf_ids=["S1", "S2", "S9"],
+                      selection_trace=retrieved_trace(snippets), rubrics=rubrics)
+    fails = _fails(cand)
+    assert "selected passage 'S9' was not retrieved for this question" in fails
+    assert any(f.startswith("R3: evidence ") for f in fails)
+    assert not any(f.startswith(("R1", "R2")) for f in fails)
+    assert rubrics[0].passage_ids == ["p1"] and rubrics[1].passage_ids == ["p4"]
+    assert [s.text for s in split_sentences(snippets[0].text, "p1")] == [
+        "Honey bees pollinate about one third of the crops humans eat.", "They are managed by beekeepers."]
+
+
+def test_closed_book_skips_grounding_but_keeps_the_other_rules():
+    rubrics = good_rubrics()
+    for r in rubrics:
+        r.source_leaf_ids, r.evidence = [], []
+    cand = _candidate(id="t1--closed-book", rubric_source="closed-book", selected_leaf_ids=[], rubrics=rubrics)
+    assert _fails(cand) == []
+    rubrics[1].weight = 3.0
+    assert _fails(cand) == ["R2: weight 3.0 is not a finite number in [-1, 1]"]

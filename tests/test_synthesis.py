@@ -1,0 +1,113 @@
+"""Stage 2: the Fig. 11 prompt, the tolerant/strict output model, and synthesis through the LLM client.
+
+``replay_client`` writes a tiny hand-made recording and returns a client whose roles all use the
+replay backend; the verification and baseline tests use it too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from pydantic import ValidationError
+from test_serialize import good_rubrics, tiny_tree
+
+from rubricforge.config import Config, LLMConfig
+from rubricforge.llm import LLMClient
+from rubricforge.llm.recording import entry
+from rubricforge.llm.request import Completion
+from rubricforge.pipelines.rules import check_rules
+from rubricforge.pipelines.serialize import serialize_tree
+from rubricforge.pipelines.synthesis import MergeOutput, RubricOut, candidate_id, merge_messages, synthesize, to_criteria
+
+QUESTION = "Why do honey bee colonies matter for agriculture, and what threatens them?"
+
+
+def replay_client(tmp_path, calls: list[tuple[str, list[dict], type, str, object]]) -> LLMClient:
+    """A replay client answering each (role, messages, output model, stage) with the given answer
+    (a dict is recorded as its JSON text). No re-prompts: an unreadable answer fails at once."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    path = tmp_path / "recording.jsonl"
+    roles = {role: {"backend": "replay", "structured_retries": 0} for role in ("generator", "verifier", "judge")}
+    client = LLMClient(LLMConfig.model_validate({**roles, "replay_path": str(path), "cache_path": ""}))
+    lines = [entry(client.request(role, messages, output, stage),
+                   Completion(text=answer if isinstance(answer, str) else json.dumps(answer), completion_tokens=9))
+             for role, messages, output, stage, answer in calls]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return client
+
+
+def _serialized(cfg: Config) -> str:
+    b = cfg.build
+    return serialize_tree(tiny_tree(), max_leaves=b.max_leaves, statements_per_leaf=b.statements_per_leaf,
+                          max_chars=b.max_chars).text
+
+
+def merge_answer(**change) -> dict:
+    rubrics = [r.model_dump(include={"id", "type", "description", "weight", "source_leaf_ids", "evidence"})
+               for r in good_rubrics()]
+    return {"question": QUESTION, "selected_leaf_ids": ["n2", "n3", "n4", "n5"],
+            "selection_trace": "n4/n5 cover pollination, n2 threats, n3 output",
+            "merge_trace": [{"inputs": ["n4", "n5"], "output": "value of bee pollination", "rationale": "same facet"},
+                            {"inputs": ["n2", "n3"], "output": "threats and output", "rationale": "colony health"}],
+            "rubrics": rubrics, **change}
+
+
+def test_merge_prompt_is_fig11_verbatim_with_the_tree_appended():
+    text = _serialized(Config())
+    [message] = merge_messages(text)
+    assert message["role"] == "user"
+    content = message["content"]
+    assert content.startswith("You are an autonomous agent for proposing deep-research questions from a search tree.")
+    assert "Every rubric MUST include source_leaf_ids ⊆ selected_leaf_ids." in content
+    assert "Return JSON only: {question, selected_leaf_ids, selection_trace, merge_trace, rubrics}." in content
+    assert content.endswith(text) and json.loads(content[content.index("\n{") + 1:]) == json.loads(text)
+
+
+def test_output_model_is_tolerant_on_traces_and_strict_on_rubric_fields():
+    out = MergeOutput.model_validate(merge_answer(selection_trace=["n4", {"leaf": "n5"}], merge_trace="free text"))
+    assert out.merge_trace == "free text"
+    r = RubricOut.model_validate({"id": 1, "type": " Factual", "description": "d", "weight": "0.5",
+                                  "source_leaf_ids": "n4", "evidence": None})
+    assert (r.id, r.type, r.weight, r.source_leaf_ids, r.evidence) == ("1", "factual", 0.5, ["n4"], [])
+    for broken in ({"type": "opinion"}, {"weight": "high"}, {"description": None}):
+        with pytest.raises(ValidationError):
+            RubricOut.model_validate({"id": "R1", "type": "logical", "description": "d", "weight": 0.5,
+                                      "source_leaf_ids": [], "evidence": [], **broken})
+    with pytest.raises(ValidationError):  # source ids are what the rules need: required
+        RubricOut.model_validate({"id": "R1", "type": "logical", "description": "d", "weight": 0.5, "evidence": []})
+    # bounded in the schema (the grammar stops a looping model) without rejecting a long answer
+    assert MergeOutput.model_json_schema()["properties"]["rubrics"]["maxItems"] == 12
+    assert len(MergeOutput.model_validate(merge_answer(rubrics=merge_answer()["rubrics"] * 3)).rubrics) == 15
+
+
+def test_to_criteria_keeps_unique_ids_and_numbers_the_rest():
+    raw = [RubricOut(id=i, type="logical", description=f" d{n} ", weight=0.5, source_leaf_ids=[], evidence=[" ", "e"])
+           for n, i in enumerate(["R1", "", "R1", "X"])]
+    crit = to_criteria(raw)
+    assert [c.id for c in crit] == ["R1", "R2", "R3", "X"]
+    assert crit[0].description == "d0" and crit[0].evidence == ["e"]
+    assert candidate_id("t1", "tree") == "t1--tree"
+
+
+def test_synthesize_returns_a_candidate_that_passes_the_rules(tmp_path):
+    cfg = Config()
+    client = replay_client(tmp_path, [("generator", merge_messages(_serialized(cfg)), MergeOutput, "merge", merge_answer())])
+    cand = asyncio.run(synthesize(tiny_tree(), client, cfg))
+    assert cand.id == "t1--tree" and cand.tree_id == "t1" and cand.rubric_source == "tree"
+    assert cand.question == QUESTION and cand.selected_leaf_ids == ["n2", "n3", "n4", "n5"]
+    assert cand.merge_trace[0]["inputs"] == ["n4", "n5"]
+    assert cand.tree_cut["leaves_cut"] == [] and cand.generation_error is None
+    assert check_rules(cand, tiny_tree(), cfg) == []
+    assert [r.passage_ids for r in cand.rubrics][:3] == [["p1"], ["p4"], ["p5"]]
+
+
+def test_unreadable_generator_output_becomes_a_recorded_failure(tmp_path):
+    cfg = Config()
+    client = replay_client(tmp_path, [("generator", merge_messages(_serialized(cfg)), MergeOutput, "merge",
+                                        "Sure! The question is ...")])
+    cand = asyncio.run(synthesize(tiny_tree(), client, cfg))
+    assert cand.generation_error and cand.raw and cand.rubrics == [] and cand.question == ""
+    failures = check_rules(cand, tiny_tree(), cfg)
+    assert failures == cand.rule_failures and failures[0].startswith("generator output unusable: ")
