@@ -1,0 +1,114 @@
+"""Export a run's retained examples as a dataset folder (``<run>/dataset/``)::
+
+    hf/  drtulu/  trl/        datasets.save_to_disk (DatasetDict, split "train") per config
+    data.parquet  data.jsonl  the default config
+    drtulu.parquet drtulu.jsonl  the DR Tulu view
+    trl.parquet               the TRL view
+    stats.json  README.md     the statistics and the dataset card
+
+The folder is written under a temporary name and swapped in by rename, so a reader never sees a
+half-written export; an earlier export is replaced. Rows are sorted by id, so the same logs give the
+same files. An empty run still exports valid, empty datasets with the full schema, and the card says
+why nothing was retained.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from rubricforge.config import Config
+from rubricforge.export import hub
+from rubricforge.export.card import render_card
+from rubricforge.export.run import load_run
+from rubricforge.export.stats import compute_stats
+from rubricforge.export.views import features, view_rows
+from rubricforge.rundir import atomic_write_json, atomic_write_text
+
+DATASET_DIR = "dataset"
+FOLDERS = {"default": "hf", "drtulu": "drtulu", "trl": "trl"}
+FILES = {"default": ("data.parquet", "data.jsonl"), "drtulu": ("drtulu.parquet", "drtulu.jsonl"),
+         "trl": ("trl.parquet", None)}
+
+
+def export_dataset(run_dir: str | Path, cfg: Config | None = None, push_to_hub: str | None = None) -> dict[str, Any]:
+    """Write ``run_dir/dataset/`` (and push it when ``push_to_hub`` names a Hub repo, token from
+    ``HF_TOKEN``). Returns ``{"path", "n_examples", "stats", "pushed_to"}``."""
+    run_dir = Path(run_dir)
+    token = None
+    if push_to_hub is not None:
+        token = hub.check_push(push_to_hub)  # before any work: a bad id or a missing token fails fast
+    run = load_run(run_dir, cfg)
+    stats = compute_stats(run)
+    configs = _datasets(view_rows(run.examples, source=f"rubricforge_{run.name}"))
+    out = run_dir / DATASET_DIR
+    _clean_leftovers(run_dir)
+    tmp = run_dir / f".{DATASET_DIR}.tmp-{os.getpid()}"
+    try:
+        _write(tmp, configs, stats)
+        _swap(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if push_to_hub is not None and token is not None:
+        hub.push(push_to_hub, configs, render_card(stats, layout="hub", repo_id=push_to_hub), token)
+    return {"path": str(out), "n_examples": len(run.examples), "stats": stats, "pushed_to": push_to_hub}
+
+
+def _datasets(rows: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    from datasets import Dataset, DatasetDict
+
+    feats = features()
+    return {name: DatasetDict({"train": Dataset.from_dict({k: [r[k] for r in rows[name]] for k in feats[name]},
+                                                          features=feats[name])})
+            for name in FOLDERS}
+
+
+def _write(folder: Path, configs: dict[str, Any], stats: dict[str, Any]) -> None:
+    folder.mkdir(parents=True)
+    with _quiet_datasets():
+        for name, dd in configs.items():
+            train = dd["train"]
+            # an empty dataset needs one explicit (empty) shard, else load_from_disk cannot read it back
+            dd.save_to_disk(str(folder / FOLDERS[name]), num_shards=None if len(train) else {"train": 1})
+            parquet, jsonl = FILES[name]
+            train.to_parquet(str(folder / parquet))
+            if jsonl:
+                lines = (json.dumps(row, ensure_ascii=False) + "\n" for row in train)
+                atomic_write_text(folder / jsonl, "".join(lines))
+    atomic_write_json(folder / "stats.json", stats)
+    atomic_write_text(folder / "README.md", render_card(stats, layout="local"))
+
+
+def _swap(new: Path, out: Path) -> None:
+    """Replace ``out`` by ``new``: two renames, the old copy removed last."""
+    old = out.with_name(f".{out.name}.old-{os.getpid()}")
+    if out.exists():
+        out.rename(old)
+    new.rename(out)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _clean_leftovers(run_dir: Path) -> None:
+    """Temporary folders a killed export left behind (restoring the old export if the swap was cut)."""
+    for path in run_dir.glob(f".{DATASET_DIR}.*-*"):
+        if ".old-" in path.name and not (run_dir / DATASET_DIR).exists():
+            path.rename(run_dir / DATASET_DIR)
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _quiet_datasets():
+    import datasets
+
+    was_enabled = datasets.is_progress_bar_enabled()
+    datasets.disable_progress_bars()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            datasets.enable_progress_bars()

@@ -1,0 +1,327 @@
+"""The main job end to end (``build_dataset``: the stages, then the export): run directory, resume after SIGKILL, ablation sources, budget
+stop, bad input. The model answers come from ``tests/data/recordings/build_two_trees.jsonl``, recorded
+from the real embedded model (Qwen2.5-Coder-0.5B) over the session's small index; the replay backend
+answers only from it. Re-record after a prompt or pipeline change (about 15 minutes on 2 cores)::
+
+    .venv/bin/python tests/test_build.py --record
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import derive
+from rubricforge.config import Config, load_config
+from rubricforge.errors import UserError
+from rubricforge.jobs import build_dataset
+from rubricforge.pipelines.prompting import prompt_hashes
+
+RECORDING = Path(__file__).parent / "data" / "recordings" / "build_two_trees.jsonl"
+# min_rubrics=1: the 0.5B model writes one rubric, so with the paper's 5 no candidate would reach the verifier
+SETTINGS = ("build.n_trees=2", "build.max_nodes=5", "build.passages_per_node=2", "build.max_depth=2",
+            "build.tree_concurrency=1", "build.min_rubrics=1", "llm.generator.max_tokens=600",
+            "llm.verifier.max_tokens=600")
+LOGS = ("trees", "candidates", "verdicts")
+
+
+def replay(cfg: Config, run_dir: Path, *extra: str, recording: Path = RECORDING) -> Config:
+    roles = [f"llm.{r}.backend=replay" for r in ("generator", "verifier", "judge")]
+    return derive(cfg, *SETTINGS, *roles, f"llm.replay_path={recording}", "llm.cache_path=", f"run_dir={run_dir}",
+                  *extra)
+
+
+def run_build(cfg: Config, progress: bool = False):
+    """The main job as ``rubricforge build`` runs it; returns the stages' summary."""
+    return build_dataset(cfg, progress=progress).summary
+
+
+def lines(run_dir: Path, name: str) -> list[str]:
+    path = run_dir / f"{name}.jsonl"
+    return path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+
+
+def keys(run_dir: Path, name: str) -> list[str]:
+    return [json.loads(line)["key"] for line in lines(run_dir, name)]
+
+
+@pytest.fixture(scope="module")
+def reference(small_index_cfg, tmp_path_factory):
+    """Uninterrupted replayed runs: both trees, and the first tree alone."""
+    root = tmp_path_factory.mktemp("reference")
+    job = build_dataset(replay(small_index_cfg, root / "full"), progress=False)
+    one = run_build(replay(small_index_cfg, root / "one", "build.n_trees=1"), progress=False)
+    return {"full": job.summary, "job": job, "one": one, "dir": root / "full"}
+
+
+def test_run_directory_holds_config_seeds_logs_export_and_manifest(small_index_cfg, reference):
+    summary, run = reference["full"], reference["dir"]
+    cfg = replay(small_index_cfg, run)
+    assert summary.status == "complete" and summary.trees == 2 and summary.computed_now["trees"] == 2
+    assert Config.model_validate(yaml.safe_load((run / "config.yaml").read_text())) == cfg
+    seeds = json.loads((run / "seeds.json").read_text())["seeds"]
+    assert [s["index"] for s in seeds] == [0, 1]
+    assert keys(run, "trees") == ["tree-0000", "tree-0001"]
+    trees = [json.loads(line)["tree"] for line in lines(run, "trees")]
+    assert summary.nodes == sum(len(t["nodes"]) for t in trees)
+    for tree, seed in zip(trees, seeds):
+        assert tree["seed_passage_id"] == seed["passage_id"] and 1 < len(tree["nodes"]) <= 5
+        assert max(n["depth"] for n in tree["nodes"].values()) <= 2
+    candidates = [json.loads(line)["candidate"] for line in lines(run, "candidates")]
+    assert [c["id"] for c in candidates] == ["tree-0000--tree", "tree-0001--tree"]
+    assert summary.rule_failures == sum(1 for c in candidates if c["rule_failures"])
+    # a candidate failing the rule checks is not verified; every other one is
+    assert set(keys(run, "verdicts")) == {c["id"] for c in candidates if not c["rule_failures"]}
+    assert summary.verified == len(keys(run, "verdicts")) == sum(summary.decisions.values())
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["status"] == "complete"
+    assert manifest["corpus"]["hash"] == trees[0]["corpus_hash"] != ""
+    assert manifest["models"] == {"generator": cfg.llm.generator.model, "verifier": cfg.llm.verifier.model}
+    assert manifest["prompt_hashes"] == prompt_hashes() and {"decompose", "extract", "ground", "gate"} <= set(
+        manifest["prompt_hashes"])
+    assert manifest["ledger"]["total"]["calls"] == summary.ledger["calls"] > 0
+    assert {"extract", "decompose", "ground", "merge"} <= set(manifest["ledger"]["by_stage"])
+    assert manifest["counts"]["trees"] == 2 and manifest["versions"]["rubricforge"]
+    assert (run / "dataset").is_dir() and Path(reference["job"].viewer).is_file()
+    assert reference["job"].dataset_dir == str(run / "dataset") == manifest["dataset_dir"]
+    assert reference["job"].rows == summary.retained == manifest["dataset_rows"]
+
+
+def test_a_finished_run_rerun_recomputes_nothing(small_index_cfg, reference, tmp_path):
+    run = tmp_path / "run"
+    run_build(replay(small_index_cfg, run), progress=False)
+    before = {name: lines(run, name) for name in LOGS}
+    again = run_build(replay(small_index_cfg, run), progress=False)
+    assert again.computed_now == {} and again.ledger["calls"] == 0
+    assert {name: lines(run, name) for name in LOGS} == before
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert len(manifest["invocations"]) == 2
+    assert manifest["ledger"]["total"]["calls"] == reference["full"].ledger["calls"]  # summed over both
+
+
+KILLER = """
+import json, os, signal, sys
+from rubricforge.config import Config
+from rubricforge.llm.client import LLMClient
+from rubricforge.jobs import build_dataset
+
+cfg = Config.model_validate(json.loads(open(sys.argv[1]).read()))
+kill_after, done = int(sys.argv[2]), 0
+original = LLMClient.generate
+
+async def generate(self, *args, **kwargs):
+    global done
+    result = await original(self, *args, **kwargs)
+    done += 1
+    if done == kill_after:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return result
+
+LLMClient.generate = generate
+build_dataset(cfg, progress=False)
+"""
+
+
+def test_sigkill_mid_run_then_the_same_command_resumes_without_redoing_work(small_index_cfg, reference, tmp_path):
+    run = tmp_path / "run"
+    cfg = replay(small_index_cfg, run)
+    (tmp_path / "cfg.json").write_text(cfg.model_dump_json())
+    first_tree_calls = int(reference["one"].ledger["calls"])  # tree 0 through all its stages
+    kill_after = first_tree_calls + 3  # three calls into tree 1's stage 1
+    proc = subprocess.run([sys.executable, "-c", KILLER, str(tmp_path / "cfg.json"), str(kill_after)],
+                          capture_output=True, text=True, timeout=600, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    assert keys(run, "trees") == ["tree-0000"]  # tree 1 was in flight: nothing of it was written
+    finished = {name: lines(run, name) for name in LOGS}
+    assert json.loads((run / "manifest.json").read_text())["status"] == "running"
+
+    resumed = run_build(cfg, progress=False)
+    assert resumed.status == "complete"
+    assert resumed.computed_now.get("trees") == 1 and resumed.computed_now.get("candidates") == 1
+    assert resumed.computed_now.get("verdicts", 0) == len(keys(reference["dir"], "verdicts")) - len(finished["verdicts"])
+    # only tree 1 was computed: exactly the calls of the full run minus those of tree 0
+    assert resumed.ledger["calls"] == reference["full"].ledger["calls"] - first_tree_calls
+    for name in LOGS:
+        now = lines(run, name)
+        assert now[: len(finished[name])] == finished[name]  # finished records untouched
+        assert len(set(keys(run, name))) == len(now)  # no duplicates
+        assert keys(run, name) == keys(reference["dir"], name)
+    strip = lambda ls: [json.loads(x) for x in ls]  # noqa: E731
+    assert strip(lines(run, "trees")) == strip(lines(reference["dir"], "trees"))  # same trees as an uninterrupted run
+
+
+def test_ablation_sources_reuse_the_trees_and_questions(small_index_cfg, reference, tmp_path):
+    run = tmp_path / "run"
+    run_build(replay(small_index_cfg, run), progress=False)
+    for source in ("closed-book", "search"):
+        summary = run_build(replay(small_index_cfg, run, f"build.rubric_source={source}"), progress=False)
+        assert summary.computed_now.get("trees", 0) == 0 and summary.candidates == 2
+    candidates = {json.loads(x)["key"]: json.loads(x)["candidate"] for x in lines(run, "candidates")}
+    for tree in ("tree-0000", "tree-0001"):
+        base = candidates[f"{tree}--tree"]
+        for source in ("closed-book", "search"):
+            c = candidates[f"{tree}--{source}"]
+            assert c["rubric_source"] == source
+            if base["question"]:
+                assert c["question"] == base["question"]
+            else:
+                assert "no question" in c["generation_error"]
+        if base["question"]:
+            trace = candidates[f"{tree}--search"]["selection_trace"]
+            assert trace and candidates[f"{tree}--search"]["selected_leaf_ids"]
+
+
+def test_budget_exhaustion_stops_cleanly_and_a_rerun_finishes(small_index_cfg, reference, tmp_path):
+    run = tmp_path / "run"
+    tokens_first_tree = reference["one"].ledger["prompt_tokens"] + reference["one"].ledger["completion_tokens"]
+    stopped = run_build(replay(small_index_cfg, run, f"llm.max_tokens={int(tokens_first_tree) + 50}"), progress=False)
+    assert stopped.status.startswith("stopped:") and "budget" in stopped.status.lower()
+    assert keys(run, "trees") == ["tree-0000"]
+    assert json.loads((run / "manifest.json").read_text())["status"] == stopped.status
+    done = run_build(replay(small_index_cfg, run), progress=False)
+    assert done.status == "complete" and done.computed_now["trees"] == 1
+    assert keys(run, "trees") == ["tree-0000", "tree-0001"]
+
+
+def test_a_model_that_returns_garbage_gets_a_clear_message(small_index_cfg, tmp_path):
+    """A real litellm backend talking to a model server that answers every request with prose."""
+    from llm_fakes import FakeOpenAI, Reply, litellm_llm_config
+
+    run = tmp_path / "run"
+    with FakeOpenAI([Reply("Sure! Here is a great answer: the topic is very interesting.")]) as server:
+        data = derive(small_index_cfg, *SETTINGS, f"run_dir={run}").model_dump(mode="json")
+        data["llm"].update(litellm_llm_config(tmp_path, server, structured_retries=1))
+        with pytest.raises(UserError, match=r"returned no valid JSON in \d+ calls") as err:
+            run_build(Config.model_validate(data), progress=False)
+    assert "--set llm.generator.model=" in str(err.value) and "no JSON object" in str(err.value)
+    assert lines(run, "trees") == []  # nothing a garbage model produced is kept
+    assert json.loads((run / "manifest.json").read_text())["status"].startswith("failed")
+    assert len(server.requests) < 10  # it stopped at the first tree, not after every seed
+
+
+def test_resuming_with_other_tree_settings_is_refused(small_index_cfg, tmp_path):
+    run = tmp_path / "run"
+    run_build(replay(small_index_cfg, run, "build.n_trees=1"), progress=False)
+    with pytest.raises(UserError, match="max_nodes: 5 -> 6"):
+        run_build(replay(small_index_cfg, run, "build.n_trees=1", "build.max_nodes=6"), progress=False)
+
+
+def test_empty_corpus_and_missing_fields_are_user_errors(small_index_cfg, tmp_path):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    cfg = derive(small_index_cfg, "corpus.source=jsonl", f"corpus.path={empty}", "corpus.fields={}",
+                 f"tools.index_dir={tmp_path / 'idx-empty'}", f"run_dir={tmp_path / 'run1'}")
+    with pytest.raises(UserError, match="no usable records"):
+        run_build(cfg, progress=False)
+    wrong = tmp_path / "wrong.jsonl"
+    wrong.write_text(json.dumps({"id": "a", "body": "Bees pollinate crops."}) + "\n")
+    cfg = derive(cfg, f"corpus.path={wrong}", f"tools.index_dir={tmp_path / 'idx-wrong'}", f"run_dir={tmp_path / 'run2'}")
+    with pytest.raises(UserError, match="field 'text'"):
+        run_build(cfg, progress=False)
+
+
+@pytest.mark.parametrize("override, where", [("build.max_depth=0", "build.max_depth"),
+                                             ("build.branching=[6,0,3]", "build.branching"),
+                                             ("build.branching=[]", "build.branching"),
+                                             ("build.max_nodes=1", "build.max_nodes"),
+                                             ("build.n_trees=0", "build.n_trees")])
+def test_impossible_build_settings_are_rejected_by_the_config(override, where):
+    with pytest.raises(UserError, match=where):
+        load_config(None, [override], environ={})
+
+
+@pytest.mark.slow
+def test_real_embedded_model_end_to_end_and_the_cache_answers_a_repeat(small_index_cfg, tmp_path):
+    cfg = derive(small_index_cfg, "build.n_trees=1", "build.max_nodes=4", "build.passages_per_node=1",
+                 f"run_dir={tmp_path / 'run'}", f"llm.cache_path={tmp_path / 'cache.sqlite'}")
+    summary = run_build(cfg, progress=False)
+    assert summary.status == "complete" and summary.trees == 1 and summary.candidates == 1
+    [tree] = [json.loads(line)["tree"] for line in lines(tmp_path / "run", "trees")]
+    assert len(tree["nodes"]) <= 4
+    assert len(tree["nodes"]) + len(tree["dropped"]) >= 2  # the root proposed children: kept, or dropped with reasons
+    for node in tree["nodes"].values():
+        assert node["query"] and len(node["passage_ids"]) == 1 and node["depth"] <= 3
+        assert all(s["passage_id"] == node["passage_ids"][0] for s in node["statements"])
+    assert summary.ledger["requests"] > 0 and summary.ledger["failures"] < summary.ledger["calls"]
+    # the same work in a fresh run directory: every call is answered by the LLM cache
+    again = run_build(derive(cfg, f"run_dir={tmp_path / 'again'}"), progress=False)
+    assert again.ledger["cache_hits"] == again.ledger["calls"] == summary.ledger["calls"]
+    assert again.ledger["requests"] == 0
+    assert lines(tmp_path / "again", "trees") == lines(tmp_path / "run", "trees")
+
+
+# ---------------------------------------------------------------- re-recording
+
+
+def handwritten_merge(tree) -> dict:
+    """A Fig. 11 answer that passes the rule checks (the 0.5B model's own never does), so the real
+    verifier gets a candidate to audit. Marked ``"note": "hand-written"`` in the recording."""
+    from rubricforge.pipelines.serialize import leaf_nodes
+
+    leaves = [leaf for leaf in leaf_nodes(tree) if leaf.statements][:2]
+    ids = [leaf.id for leaf in leaves]
+    logical = ["Explains how the selected facets relate to each other instead of listing them separately.",
+               "Attributes every factual claim to a cited source passage.",
+               "Distinguishes well-supported claims from uncertain or disputed ones.",
+               "Ends with a conclusion that weighs the strength of the available evidence."]
+    rubrics = [{"id": "R1", "type": "factual", "description": "States the specific fact reported in the selected evidence.",
+                "weight": 0.9, "source_leaf_ids": ids[:1], "evidence": [leaves[0].statements[0].text]}]
+    rubrics += [{"id": f"R{i}", "type": "logical", "description": d, "weight": round(0.8 - 0.1 * i, 2),
+                 "source_leaf_ids": ids, "evidence": []} for i, d in enumerate(logical, start=2)]
+    return {"question": f"What does the available evidence establish about {tree.seed_title}, and how do its facets connect?",
+            "selected_leaf_ids": ids, "selection_trace": f"{', '.join(ids)}: the leaves with evidence",
+            "merge_trace": [{"inputs": ids, "output": "final question", "rationale": "one topic"}], "rubrics": rubrics}
+
+
+def record() -> None:
+    """Record the real embedded model's answers for the replay tests (tree, closed-book, search).
+
+    A first run fills the LLM cache; tree 1's merge answer is then replaced in the cache by
+    :func:`handwritten_merge`; a second run in a fresh directory records every answer it uses.
+    """
+    import tempfile
+
+    from conftest import write_small_corpus
+    from rubricforge.corpora.build import build_index
+    from rubricforge.llm import LLMClient
+    from rubricforge.llm.cache import ResponseCache
+    from rubricforge.llm.request import Completion
+    from rubricforge.pipelines.serialize import serialize_tree
+    from rubricforge.pipelines.synthesis import MergeOutput, merge_messages
+    from rubricforge.schema import EvidenceTree
+
+    root = Path(tempfile.mkdtemp(prefix="rubricforge-record-"))
+    corpus = write_small_corpus(root / "corpus.jsonl")
+    cache = Path(tempfile.gettempdir()) / "rubricforge-record-cache.sqlite"  # kept: a re-recording reuses answers
+    base = derive(Config(), "corpus.source=jsonl", f"corpus.path={corpus}", "corpus.fields.topic=topic",
+                  f"tools.index_dir={root / 'index'}", f"llm.cache_path={cache}", *SETTINGS)
+    build_index(base, progress=True)
+    print("first run", run_build(derive(base, f"run_dir={root / 'first'}"), progress=True).to_dict())
+    tree = EvidenceTree.model_validate(json.loads(lines(root / "first", "trees")[1])["tree"])
+    b = base.build
+    text = serialize_tree(tree, max_leaves=b.max_leaves, statements_per_leaf=b.statements_per_leaf,
+                          max_chars=b.max_chars).text
+    request = LLMClient(base.llm).request("generator", merge_messages(text), output=MergeOutput, stage="merge")
+    ResponseCache(cache).put(request, Completion(text=json.dumps(handwritten_merge(tree))))
+    RECORDING.unlink(missing_ok=True)
+    for source in ("tree", "closed-book", "search"):
+        cfg = derive(base, f"run_dir={root / 'run'}", f"llm.record_path={RECORDING}", f"build.rubric_source={source}")
+        print(source, run_build(cfg, progress=True).to_dict())
+    entries = [json.loads(line) for line in RECORDING.read_text().splitlines()]
+    for e in entries:
+        if e["key"] == request.key():
+            e["note"] = "hand-written (tests/test_build.py handwritten_merge)"
+    RECORDING.write_text("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in entries))
+    print(f"recorded {RECORDING} ({RECORDING.stat().st_size / 1e6:.2f} MB)")
+
+
+if __name__ == "__main__" and "--record" in sys.argv:
+    sys.path.insert(0, str(Path(__file__).parent))
+    record()
