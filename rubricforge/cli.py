@@ -38,6 +38,59 @@ def _console():
     return Console(stderr=True)
 
 
+# ---------------------------------------------------------------- main job
+
+
+@app.command("build")
+def build(
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    run_dir: Annotated[Optional[Path], typer.Option("--run-dir", help="Run directory (default: runs/default).")] = None,
+    n_trees: Annotated[Optional[int], typer.Option("--n-trees", help="Evidence trees to build.")] = None,
+    rubric_source: Annotated[Optional[str], typer.Option(
+        "--rubric-source", help="tree (DeepRubric) | closed-book | search (the §4.4 ablation baselines).")] = None,
+    push_to_hub: Annotated[Optional[str], typer.Option("--push-to-hub", help="Push the dataset to this Hub repo "
+                                                        "(token from HF_TOKEN).")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+) -> None:
+    """Build the evidence-tree query–rubric dataset (resumable: run the same command again)."""
+    from rubricforge.jobs import build_dataset
+
+    cfg = _config(config, set_, **{"run_dir": run_dir, "build.n_trees": n_trees,
+                                   "build.rubric_source": rubric_source})
+    _print_build_summary(build_dataset(cfg, progress=not quiet, push_to_hub=push_to_hub), cfg)
+
+
+def _print_build_summary(result, cfg) -> None:
+    s, console = result.summary, _console()
+    decisions = ", ".join(f"{k} {v}" for k, v in sorted(s.decisions.items())) or "none"
+    tokens = int(s.ledger.get("prompt_tokens", 0)) + int(s.ledger.get("completion_tokens", 0))
+    colour = "green" if s.status == "complete" else "yellow"
+    console.print(f"[{colour}]{s.status}[/{colour}] in {s.seconds:.0f}s: trees {s.trees} (nodes {s.nodes}, "
+                  f"leaves {s.leaves}) · candidates {s.candidates} (rule failures {s.rule_failures}) · "
+                  f"verified {s.verified} ({decisions}) · dataset rows {result.rows}")
+    console.print(f"this call: {int(s.ledger.get('calls', 0))} LLM calls, {tokens} tokens, "
+                  f"${float(s.ledger.get('cost_usd', 0.0)):.4f}")
+    for warning in s.warnings:
+        console.print(f"[yellow]warning:[/yellow] {warning}")
+    console.print(f"dataset: {result.dataset_dir}" + (f"  (pushed to {result.pushed_to})" if result.pushed_to else ""))
+    console.print(f"viewer:  {result.viewer}   (open it in a browser; rebuild with `rubricforge view {s.run_dir}`)")
+    if cfg.llm.generator.backend == "local":
+        console.print("stronger model: --set llm.generator.backend=litellm --set llm.generator.model=openai/gpt-4o-mini "
+                      "(likewise llm.verifier), or a vLLM server: --set llm.generator.model=hosted_vllm/<model> "
+                      "--set llm.generator.api_base=http://host:8000/v1")
+
+
+@app.command("view")
+def view(run_dir: Annotated[Path, typer.Argument(help="A run directory written by `rubricforge build`.")]) -> None:
+    """Write the run's static HTML viewer (trees, questions, rubrics, verdicts) and print its path."""
+    from rubricforge.export import write_viewer
+
+    if not run_dir.is_dir():
+        raise UserError(f"run directory {run_dir} not found", "pass the folder `rubricforge build` wrote (runs/<name>)")
+    typer.echo(write_viewer(run_dir))
+
+
 # ---------------------------------------------------------------- corpus
 
 
@@ -84,7 +137,7 @@ def corpus_search(
     from rubricforge.corpora.tools import ToolBox
 
     cfg = _config(config, set_, **{"tools.top_k": k})
-    with ToolBox.from_config(cfg) as tools:
+    with ToolBox.from_config(cfg, require_scholar=scholar) as tools:
         typer.echo(tools.scholar(queries) if scholar else tools.search(queries))
 
 

@@ -1,0 +1,95 @@
+"""The command line as a user runs it: a subprocess of the installed entry point, exit codes, one-line
+errors without tracebacks, and ``build`` / ``view`` on the replayed main job."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from test_build import RECORDING, SETTINGS
+
+ENTRY = Path(sys.executable).with_name("rubricforge")
+
+
+def cli(*args: str, env: dict[str, str] | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
+    command = [str(ENTRY)] if ENTRY.exists() else [sys.executable, "-m", "rubricforge.cli"]
+    return subprocess.run([*command, *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})})
+
+
+def assert_user_error(proc: subprocess.CompletedProcess, *needles: str) -> None:
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    err = proc.stderr.strip()  # a progress bar that was on screen may leave a blank line above
+    assert "Traceback" not in err and err.startswith("error: ") and len(err.splitlines()) == 1
+    for needle in needles:
+        assert needle in proc.stderr
+
+
+def test_help_lists_the_commands():
+    proc = cli("--help")
+    assert proc.returncode == 0
+    for command in ("build", "view", "corpus", "llm", "config"):
+        assert command in proc.stdout
+
+
+def test_help_does_not_import_heavy_modules():
+    code = ("import sys; from rubricforge import cli; "
+            "print(sorted(m for m in ('torch', 'faiss', 'llama_cpp', 'litellm', 'datasets', 'sentence_transformers') "
+            "if m in sys.modules))")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("args, needles", [
+    (["build", "--set", "build.max_depth=0"], ["build.max_depth"]),
+    (["build", "--set", "build.branching=[6,0]"], ["build.branching"]),
+    (["build", "--config", "no-such.yaml"], ["no-such.yaml", "--config"]),
+    (["build", "--rubric-source", "oracle"], ["build.rubric_source"]),
+    (["build", "--push-to-hub", "not/a/repo"], ["not/a/repo"]),
+    (["view", "no-such-run"], ["no-such-run"]),
+    (["llm", "check", "--role", "critic"], ["critic", "generator, verifier, judge"]),
+    (["corpus", "build", "--source", "jsonl", "--path", "missing.jsonl"], ["missing.jsonl"]),
+])
+def test_bad_input_is_one_line_and_exit_code_2(args, needles, tmp_path):
+    proc = cli(*args, "--set", f"run_dir={tmp_path / 'run'}") if args[0] == "build" else cli(*args)
+    assert_user_error(proc, *needles)
+
+
+def test_a_missing_api_key_is_named(tmp_path):
+    proc = cli("llm", "check", "--role", "judge", "--set", "llm.judge.backend=litellm",
+               "--set", "llm.judge.model=openai/gpt-4o-mini", "--set", "llm.judge.api_key_env=RF_TEST_NO_SUCH_KEY",
+               "--set", f"llm.cache_path={tmp_path / 'c.sqlite'}", env={"RF_TEST_NO_SUCH_KEY": ""})
+    assert_user_error(proc, "RF_TEST_NO_SUCH_KEY")
+
+
+def test_build_then_view_on_replayed_answers(small_index_cfg, tmp_path):
+    run = tmp_path / "run"
+    roles = [f"llm.{r}.backend=replay" for r in ("generator", "verifier", "judge")]
+    sets = [*SETTINGS, *roles, f"llm.replay_path={RECORDING}", "llm.cache_path=", "corpus.source=jsonl",
+            f"corpus.path={small_index_cfg.corpus.path}", "corpus.fields.topic=topic",
+            f"tools.index_dir={small_index_cfg.tools.index_dir}"]
+    args = [arg for item in sets for arg in ("--set", item)]
+    proc = cli("build", "--run-dir", str(run), "--quiet", *args)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert f"dataset rows {manifest['dataset_rows']}" in proc.stderr
+    assert str(run / "dataset") in proc.stderr and "viewer:" in proc.stderr
+    viewer = run / "viewer" / "index.html"
+    viewer.unlink()
+    proc = cli("view", str(run))
+    assert proc.returncode == 0 and proc.stdout.strip() == str(viewer) and viewer.stat().st_size > 1000
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_readme_opens_with_the_two_make_commands():
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    block = readme.split("```bash", 1)[1].split("```", 1)[0]
+    commands = [line.split("#")[0].strip() for line in block.strip().splitlines()]
+    assert commands == ["make run", "make test"]
+    ci = (Path(__file__).parents[1] / ".ci" / "run").read_text(encoding="utf-8")
+    assert "make test" in ci
