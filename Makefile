@@ -2,18 +2,22 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
+# llama-cpp-python has no wheel on PyPI: it is compiled once into this wheelhouse and reused by every later setup
+WHEELHOUSE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/rubricforge/wheels
+LLAMA := llama-cpp-python>=0.3.2,<0.4
 
 .PHONY: setup run test bench clean
 
 setup: $(VENV)/.installed
 
 # torch==2.13.0 first: a CPU wheel (on these machines it is on disk); a bare `torch` would pull a multi-GB CUDA build.
-# llama-cpp-python compiles from source the first time (about 9 minutes on 2 cores); pip caches the wheel.
+# llama-cpp-python compiles from source the first time (about 9 minutes on 2 cores) into $(WHEELHOUSE).
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q "torch==2.13.0"
-	$(PIP) install -q -e ".[dev]"
+	ls $(WHEELHOUSE)/llama_cpp_python-*.whl >/dev/null 2>&1 || $(PIP) wheel -q --no-deps -w $(WHEELHOUSE) "$(LLAMA)"
+	$(PIP) install -q --find-links $(WHEELHOUSE) -e ".[dev]"
 	touch $@
 
 run: setup
