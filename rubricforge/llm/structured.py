@@ -5,9 +5,16 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
+
+def bounded_str(chars: int) -> Any:
+    """A string whose JSON schema carries ``maxLength``: constrained decoding (llama.cpp grammars) keeps
+    small models concise and stops them looping inside a string; validation does not reject longer
+    answers from other backends."""
+    return Annotated[str, Field(json_schema_extra={"maxLength": chars})]
+
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 

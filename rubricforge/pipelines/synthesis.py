@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rubricforge.config import Config
+from rubricforge.llm.structured import bounded_str
 from rubricforge.pipelines.prompting import render
 from rubricforge.pipelines.serialize import serialize_tree
 from rubricforge.schema import Candidate, Criterion, EvidenceTree
@@ -22,9 +23,16 @@ from rubricforge.schema import Candidate, Criterion, EvidenceTree
 if TYPE_CHECKING:
     from rubricforge.llm import LLMClient, LLMResult
 
-MAX_RUBRICS = 12  # schema-only maxItems: steers constrained decoding so a small model cannot loop; never rejects
+# Schema-only bounds (maxItems / maxLength): they steer constrained decoding so a small model cannot loop
+# inside a list or a string; validation never rejects a longer answer.
+MAX_RUBRICS = 12
+MAX_IDS = 24  # leaf ids in one list
+MAX_EVIDENCE = 4  # evidence strings per rubric
+TEXT_CHARS = 300  # a question or a rubric description
+EVIDENCE_CHARS = 300  # one evidence string (about one statement)
+Text = bounded_str(TEXT_CHARS)
 # free-form traces: any JSON a model writes here, typed so llama.cpp can still build a grammar (list[Any] fails)
-FreeForm = str | list[str | dict[str, Any]] | dict[str, Any] | None
+FreeForm = Text | list[Text | dict[str, Any]] | dict[str, Any] | None
 
 
 class RubricOut(BaseModel):
@@ -32,12 +40,13 @@ class RubricOut(BaseModel):
 
     model_config = ConfigDict(coerce_numbers_to_str=True)
 
-    id: str
+    id: bounded_str(16)  # type: ignore[valid-type]
     type: Literal["factual", "logical"]
-    description: str
+    description: Text  # type: ignore[valid-type]
     weight: float
-    source_leaf_ids: list[str]  # required (the grammar makes the model write them); null reads as []
-    evidence: list[str]
+    # required (the grammar makes the model write them); null reads as []
+    source_leaf_ids: list[bounded_str(16)] = Field(json_schema_extra={"maxItems": MAX_IDS})  # type: ignore[valid-type]
+    evidence: list[bounded_str(EVIDENCE_CHARS)] = Field(json_schema_extra={"maxItems": MAX_EVIDENCE})  # type: ignore[valid-type]
 
     @field_validator("type", mode="before")
     @classmethod
@@ -57,8 +66,8 @@ class MergeOutput(BaseModel):
 
     model_config = ConfigDict(coerce_numbers_to_str=True)
 
-    question: str
-    selected_leaf_ids: list[str]
+    question: Text  # type: ignore[valid-type]
+    selected_leaf_ids: list[bounded_str(16)] = Field(json_schema_extra={"maxItems": MAX_IDS})  # type: ignore[valid-type]
     selection_trace: FreeForm = None
     merge_trace: FreeForm = None
     rubrics: list[RubricOut] = Field(json_schema_extra={"maxItems": MAX_RUBRICS})

@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rubricforge.config import Config
+from rubricforge.llm.structured import bounded_str
 from rubricforge.pipelines.prompting import render
 from rubricforge.pipelines.rules import check_rules, evidence_pool, retrieved_items
-from rubricforge.pipelines.synthesis import MAX_RUBRICS, FreeForm, RubricOut, to_criteria
+from rubricforge.pipelines.synthesis import MAX_RUBRICS, FreeForm, RubricOut, Text, to_criteria
 from rubricforge.schema import Candidate, EvidenceTree, Example, Provenance, Verification
 
 if TYPE_CHECKING:
@@ -42,11 +43,11 @@ class VerifyOutput(BaseModel):
     model_config = ConfigDict(coerce_numbers_to_str=True)
 
     decision: Literal["KEEP", "REVISE", "DROP"]
-    error_tags: list[str] = Field(default_factory=list, json_schema_extra={"maxItems": MAX_LIST})
-    major_issues: list[str] = Field(default_factory=list, json_schema_extra={"maxItems": MAX_LIST})
-    justification: str = ""
+    error_tags: list[bounded_str(60)] = Field(default_factory=list, json_schema_extra={"maxItems": MAX_LIST})  # type: ignore[valid-type]
+    major_issues: list[Text] = Field(default_factory=list, json_schema_extra={"maxItems": MAX_LIST})  # type: ignore[valid-type]
+    justification: bounded_str(600) = ""  # type: ignore[valid-type]
     fix_plan: FreeForm = None
-    revised_question: str | None = None
+    revised_question: Text | None = None  # type: ignore[valid-type]
     revised_rubrics: list[RubricOut] = Field(default_factory=list, json_schema_extra={"maxItems": MAX_RUBRICS})  # [] = unchanged
     implementation_guidance: FreeForm = None
 
