@@ -204,6 +204,20 @@ def test_build_then_open_search_and_browse(built):
     idx.close()
 
 
+def test_repeated_queries_are_embedded_once(built, monkeypatch):
+    _, info = built
+    idx = CorpusIndex.open(info.path)
+    first = idx.embed_queries(["moon landing", "printing press"])
+    seen: list[list[str]] = []
+    original = idx.embedder.embed_queries
+    monkeypatch.setattr(idx.embedder, "embed_queries", lambda texts: seen.append(list(texts)) or original(texts))
+    again = idx.embed_queries(["printing press", "volcano", "moon landing", "volcano"])
+    assert seen == [["volcano"]]  # only the new text reaches the model, once
+    np.testing.assert_array_equal(again[[2, 0]], first)
+    np.testing.assert_array_equal(again[1], again[3])
+    idx.close()
+
+
 def test_rebuild_reuses_finished_parts_and_resumes_lost_shards(built, tmp_path):
     cfg, first = built
     folder = tmp_path / "copy"

@@ -125,7 +125,10 @@ def test_toolbox_through_the_server_matches_in_process(cfg, server_url):
         for target in (ENGLISH_LIT, f"{ENGLISH_LIT}#1", "https://en.wikipedia.org/wiki/Bayeux_Tapestry", "nowhere"):
             assert remote.browse(target) == local.browse(target)
         assert remote.call("search", {"query": "Arabic music"}) == local.call("search", {"query": "Arabic music"})
-        assert [s.model_dump() for s in remote.snippets] == [s.model_dump() for s in local.snippets]
+        # scores to float32 precision: a query embedded in another batch may differ in the last bit
+        assert [s.model_dump(exclude={"score"}) for s in remote.snippets] == \
+            [s.model_dump(exclude={"score"}) for s in local.snippets]
+        assert [s.score for s in remote.snippets] == pytest.approx([s.score for s in local.snippets], abs=1e-5)
 
 
 def test_leakage_guard_and_refill_work_through_the_server(cfg, server_url):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,7 @@ STORE_FILE = "passages.sqlite"
 STORE_STATE_FILE = "store.json"
 REJECTS_FILE = "rejects.jsonl"
 EMBEDDINGS_DIR = "embeddings"
+QUERY_CACHE = 4096  # recent query embeddings kept in memory
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,7 @@ class CorpusIndex:
         self._store: PassageStore | None = None
         self._searcher: Any = None  # a faiss.Index or a TorchExactSearch
         self._embedder: Embedder | None = None
+        self._query_vectors: OrderedDict[str, np.ndarray] = OrderedDict()  # LRU of recent query embeddings
 
     @classmethod
     def open(cls, path: str | Path, **search_options: Any) -> CorpusIndex:
@@ -144,7 +147,24 @@ class CorpusIndex:
     # ------------------------------------------------------------ search and lookup
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return self.embedder.embed_queries(list(texts))
+        """Query embeddings; recent queries are answered from an LRU of ``QUERY_CACHE`` vectors (a
+        pipeline embeds a query for its redundancy check, then searches with it)."""
+        if not texts:
+            return self.embedder.embed_queries([])
+        cache = self._query_vectors
+        with self._lock:
+            known = {t: cache[t] for t in texts if t in cache}
+        missing = [t for t in dict.fromkeys(texts) if t not in known]
+        if missing:
+            known.update(zip(missing, self.embedder.embed_queries(missing)))
+        with self._lock:
+            for t in dict.fromkeys(texts):
+                cache[t] = known[t]
+                cache.move_to_end(t)
+            while len(cache) > QUERY_CACHE:
+                cache.popitem(last=False)
+        vectors = [known[t] for t in texts]
+        return np.stack(vectors)
 
     def search_vectors(self, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Raw ``(scores, positions)``, each ``(len(vectors), k)``; a position of -1 means no result."""

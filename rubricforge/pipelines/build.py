@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import platform
 import time
 import uuid
@@ -163,7 +164,10 @@ class _Build:
                 self.tools = tools
                 self.builder = TreeBuilder(self.cfg, self.client, tools, index.embed_queries, self.corpus_hash)
                 self._write_manifest("running")
-                await self._run_trees()
+                try:
+                    await self._run_trees()
+                finally:
+                    self.builder.close()
         except BudgetExceeded as exc:
             return f"stopped: {exc}"
         except UserError as exc:
@@ -399,6 +403,7 @@ def _sum_ledgers(ledgers: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+@functools.lru_cache(maxsize=1)
 def _versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 

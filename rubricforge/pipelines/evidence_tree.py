@@ -21,21 +21,31 @@ whole level is expanded before the next:
 
 Every drop is recorded in ``tree.dropped`` with its reason; a structured call that fails after the
 client's re-prompts is recorded (a node note or a drop), never filled in.
+
+Retrieval and query embedding are CPU work: they run on one worker thread shared by every tree of
+the builder (never on the event loop, so LLM calls of other trees keep flowing; one thread, so the
+tokenizer is never used from two threads at once). Queries are embedded in batches: the redundancy
+check embeds a batch of proposals in one call, and the first retrieval the worker runs embeds every
+query waiting for retrieval at that moment, so the searches behind it find their vectors in the
+index's query cache (:meth:`CorpusIndex.embed_queries`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from functools import lru_cache, partial
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, Field, create_model
 
 from rubricforge.config import Config
+from rubricforge.llm.structured import bounded_str
 from rubricforge.pipelines.prompting import render
 from rubricforge.pipelines.seeds import Seed
 from rubricforge.schema import EvidenceNode, EvidenceStatement, EvidenceTree, Snippet
@@ -54,22 +64,16 @@ STATEMENT_CHARS = 240  # schema hint for one statement ("concise", Fig. 10)
 # ---------------------------------------------------------------- output models
 
 
-def _short(chars: int) -> Any:
-    """A string whose JSON schema carries ``maxLength``: constrained decoding (llama.cpp grammars)
-    keeps small models concise; validation does not reject longer answers from other backends."""
-    return Annotated[str, Field(json_schema_extra={"maxLength": chars})]
-
-
 class Statements(BaseModel):
     """Fig. 10 answer. Schema bounds steer constrained decoding; extra items are cut, not rejected."""
 
-    statements: list[_short(STATEMENT_CHARS)] = Field(json_schema_extra={"maxItems": MAX_STATEMENTS})  # type: ignore[valid-type]
+    statements: list[bounded_str(STATEMENT_CHARS)] = Field(json_schema_extra={"maxItems": MAX_STATEMENTS})  # type: ignore[valid-type]
 
 
 @lru_cache(maxsize=None)
 def proposal_model(limit: int) -> type[BaseModel]:
     """Fig. 9 answer ``{"queries": [...]}`` with at most ``limit`` items in the schema."""
-    return create_model(f"Proposal{limit}", queries=(list[_short(QUERY_CHARS)], Field(json_schema_extra={"maxItems": limit})))
+    return create_model(f"Proposal{limit}", queries=(list[bounded_str(QUERY_CHARS)], Field(json_schema_extra={"maxItems": limit})))
 
 
 @lru_cache(maxsize=None)
@@ -138,11 +142,21 @@ class TreeBuilder:
                  corpus_hash: str = ""):
         self.cfg, self.b = cfg, cfg.build
         self.client, self.tools, self._embed, self.corpus_hash = client, tools, embed, corpus_hash
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rubricforge-retrieval")
+        self._waiting: set[str] = set()  # queries submitted for retrieval, not yet embedded
+        self._waiting_lock = threading.Lock()
+
+    def close(self) -> None:
+        self._worker.shutdown(wait=True)
+
+    async def _off_loop(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run CPU work (retrieval, embedding) on the builder's worker thread."""
+        return await asyncio.get_running_loop().run_in_executor(self._worker, partial(fn, *args))
 
     async def build(self, tree_id: str, seed: Seed) -> EvidenceTree:
         """Algorithm 1, stage 1, for one seed (see the module docstring)."""
         state = _TreeState(tree_id, seed, self.corpus_hash, self.b.max_nodes)
-        root = state.add(seed.query, parent=None, snippets=self._retrieve(seed.query))
+        root = state.add(seed.query, parent=None, snippets=await self._retrieve(seed.query))
         await self._extract(state, [root])
         level = [root]
         while level and state.budget() > 0:
@@ -154,7 +168,17 @@ class TreeBuilder:
 
     # ---------------------------------------------------------- retrieval and extraction
 
-    def _retrieve(self, query: str) -> list[Snippet]:
+    async def _retrieve(self, query: str) -> list[Snippet]:
+        with self._waiting_lock:
+            self._waiting.add(query)
+        return await self._off_loop(self._search, query)
+
+    def _search(self, query: str) -> list[Snippet]:
+        """On the worker: embed every waiting query in one batch (cached by the index), then search."""
+        with self._waiting_lock:
+            batch, self._waiting = sorted(self._waiting), set()
+        if batch:
+            self._embed(batch)
         return self.tools.search_snippets([query], k=self.b.passages_per_node)
 
     async def _extract(self, state: _TreeState, nodes: list[EvidenceNode]) -> None:
@@ -188,6 +212,7 @@ class TreeBuilder:
                 for p, queries in zip(missing, await asyncio.gather(*(self._propose(state, p) for p in missing))):
                     proposals[p.id] = queries
                 wanted = [_Child(p, proposals[p.id][r]) for p in batch if r < len(proposals[p.id])]
+                await self._embed_missing(state, [t for c in wanted for t in self._redundancy_texts(state, c)])
                 fresh = [c for c in wanted if self._non_redundant(state, c)]
                 await asyncio.gather(*(self._ground(state, c) for c in fresh))
                 for child in fresh:
@@ -216,18 +241,28 @@ class TreeBuilder:
             parent.notes.append("decompose proposed no sub-query")
         return queries
 
-    def _vector(self, state: _TreeState, texts: list[str]) -> list[np.ndarray]:
+    async def _embed_missing(self, state: _TreeState, texts: list[str]) -> None:
+        """Embed (in one call, off the loop) the texts the tree has no vector for yet."""
         missing = [t for t in dict.fromkeys(texts) if t not in state.vectors]
         if missing:
-            state.vectors.update(zip(missing, self._embed(missing)))
-        return [state.vectors[t] for t in texts]
+            state.vectors.update(zip(missing, await self._off_loop(self._embed, missing)))
+
+    @staticmethod
+    def _others(state: _TreeState, child: _Child) -> list[EvidenceNode]:
+        """The ancestors and accepted siblings a proposal must not repeat."""
+        return [state.nodes[i] for i in state.path(child.parent.id)] + [state.nodes[c] for c in child.parent.children]
+
+    def _redundancy_texts(self, state: _TreeState, child: _Child) -> list[str]:
+        others = self._others(state, child)
+        return [child.query] + [o.query for o in others] if others else []
 
     def _non_redundant(self, state: _TreeState, child: _Child) -> bool:
-        """False (and recorded) when the child repeats an ancestor or an accepted sibling."""
-        others = [state.nodes[i] for i in state.path(child.parent.id)] + [state.nodes[c] for c in child.parent.children]
+        """False (and recorded) when the child repeats an ancestor or an accepted sibling (vectors embedded
+        beforehand by :meth:`_embed_missing`)."""
+        others = self._others(state, child)
         if not others:
             return True
-        vecs = self._vector(state, [child.query] + [o.query for o in others])
+        vecs = [state.vectors[t] for t in [child.query] + [o.query for o in others]]
         sims = [float(np.dot(vecs[0], v)) for v in vecs[1:]]
         best = int(np.argmax(sims))
         if sims[best] > self.b.redundancy_threshold:
@@ -239,7 +274,7 @@ class TreeBuilder:
 
     async def _ground(self, state: _TreeState, child: _Child) -> None:
         """Sets ``child.snippets`` (and ``atomic``) when grounded; otherwise records the drop."""
-        snippets = self._retrieve(child.query)
+        snippets = await self._retrieve(child.query)
         if not snippets:
             state.drop(child, "ungrounded", "retrieval returned no passage")
             return
