@@ -13,7 +13,7 @@ from rubricforge.config import CorpusConfig, load_config
 from rubricforge.corpora import faiss_index
 from rubricforge.corpora.build import build_index
 from rubricforge.corpora.chunking import chunk_document
-from rubricforge.corpora.embedding import Embedder, Shards, passage_input
+from rubricforge.corpora.embedding import Embedder, Shards, passage_input, prefetched
 from rubricforge.corpora.gpu_search import TorchExactSearch, cuda_available, faiss_topk, use_gpu
 from rubricforge.corpora.index_store import CorpusIndex
 from rubricforge.corpora.loaders import open_source
@@ -66,6 +66,25 @@ def test_embeddings_are_normalised_float32_in_input_order(embedder):
     assert together.dtype == np.float32 and together.shape == (5, 384)
     np.testing.assert_allclose(np.linalg.norm(together, axis=1), 1.0, atol=1e-5)
     np.testing.assert_allclose(together, alone, atol=1e-4)  # length sorting restored the order
+
+
+def test_pipelined_batches_match_sentence_transformers_encode(embedder):
+    texts = [f"Passage {i} on {topic}." * (i % 7 + 1) for i, topic in enumerate(["rivers", "comets", "jazz"] * 7)]
+    small_batches = Embedder("default", device="cpu", batch_size=4)  # 6 batches: 5 tokenized ahead of their turn
+    ours = small_batches.embed_passages(texts)
+    reference = embedder.model.encode(texts, convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False)
+    np.testing.assert_allclose(ours, reference, atol=1e-5)
+
+
+def test_prefetched_yields_every_item_in_order_and_propagates_errors():
+    assert list(prefetched(iter(range(7)))) == list(range(7)) and list(prefetched([])) == []
+
+    def failing():
+        yield 1
+        raise ValueError("tokenizer broke")
+
+    with pytest.raises(ValueError, match="tokenizer broke"):
+        list(prefetched(failing()))
 
 
 def test_query_and_passage_prefixes_are_applied():

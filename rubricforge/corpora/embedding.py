@@ -6,6 +6,9 @@
 * Query / passage prefixes (e5: ``"query: "`` / ``"passage: "``) are added here, never by callers.
 * Texts are embedded longest first (less padding per batch) and returned in input order, as
   L2-normalised float32, so inner product = cosine similarity.
+* The next batch is tokenized on a thread while the model runs the current one: on a GPU the
+  tokenizer's Python post-processing, not the forward pass, was the bottleneck (0.15 s against
+  0.016 s per 512 texts on an H100).
 * ``device="auto"`` picks CUDA when present; ``fp16`` halves the model on CUDA only.
 * :func:`embed_store` writes the passages' embeddings as shards ``shard-00000.npy`` … of
   ``shard_size`` rows (atomic writes); a re-run skips shards that are already on disk.
@@ -18,7 +21,8 @@ import hashlib
 import importlib.util
 import json
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -154,21 +158,46 @@ class Embedder:
         prefix = self.query_prefix if kind == "query" else self.passage_prefix
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         order = np.argsort([-len(t) for t in texts], kind="stable")
-        for start in range(0, len(order), self.batch_size):
-            idx = order[start:start + self.batch_size]
-            vecs = self.model.encode([prefix + texts[i] for i in idx], batch_size=len(idx), convert_to_numpy=True,
-                                     normalize_embeddings=False, show_progress_bar=False)
-            out[idx] = vecs
+        batches = [order[start:start + self.batch_size] for start in range(0, len(order), self.batch_size)]
+        features = (self._tokenize([prefix + texts[i] for i in idx]) for idx in batches)
+        for idx, batch in zip(batches, prefetched(features)):
+            out[idx] = self._forward(batch)
             self.batches_embedded += 1
             if on_batch:
                 on_batch(len(idx))
         return normalize(out)
+
+    def _tokenize(self, texts: list[str]) -> dict[str, Any]:
+        model = self.model
+        preprocess = getattr(model, "preprocess", None) or model.tokenize  # tokenize: sentence-transformers < 6
+        return dict(preprocess(texts))
+
+    def _forward(self, features: dict[str, Any]) -> np.ndarray:
+        import torch
+
+        model = self.model
+        features = {k: v.to(model.device) if isinstance(v, torch.Tensor) else v for k, v in features.items()}
+        with torch.inference_mode():
+            return model.forward(features)["sentence_embedding"].float().cpu().numpy()
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         return self.encode(texts, "query")
 
     def embed_passages(self, texts: Sequence[str], on_batch: ProgressFn | None = None) -> np.ndarray:
         return self.encode(texts, "passage", on_batch)
+
+
+_END = object()
+
+
+def prefetched(items: Iterable[Any]) -> Iterator[Any]:
+    """Yield the items of ``items`` while one thread already computes the next."""
+    it = iter(items)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rubricforge-prefetch") as pool:
+        pending = pool.submit(next, it, _END)
+        while (item := pending.result()) is not _END:
+            pending = pool.submit(next, it, _END)
+            yield item
 
 
 def normalize(x: np.ndarray) -> np.ndarray:
