@@ -4,7 +4,8 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 # llama-cpp-python has no wheel on PyPI: it is compiled once into this wheelhouse and reused by every later setup
 WHEELHOUSE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/rubricforge/wheels
-LLAMA := llama-cpp-python>=0.3.2,<0.4
+# the range pyproject.toml asks for, read from there
+LLAMA := $(shell grep -o '"llama-cpp-python[^"]*"' pyproject.toml)
 
 .PHONY: setup run test bench clean
 
@@ -16,7 +17,7 @@ $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q "torch==2.13.0"
-	ls $(WHEELHOUSE)/llama_cpp_python-*.whl >/dev/null 2>&1 || $(PIP) wheel -q --no-deps -w $(WHEELHOUSE) "$(LLAMA)"
+	ls $(WHEELHOUSE)/llama_cpp_python-*.whl >/dev/null 2>&1 || $(PIP) wheel -q --no-deps -w $(WHEELHOUSE) $(LLAMA)
 	$(PIP) install -q --find-links $(WHEELHOUSE) -e ".[dev]"
 	touch $@
 

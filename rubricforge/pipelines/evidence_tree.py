@@ -24,17 +24,15 @@ client's re-prompts is recorded (a node note or a drop), never filled in.
 
 Retrieval and query embedding are CPU work: they run on one worker thread shared by every tree of
 the builder (never on the event loop, so LLM calls of other trees keep flowing; one thread, so the
-tokenizer is never used from two threads at once). Queries are embedded in batches: the redundancy
-check embeds a batch of proposals in one call, and the first retrieval the worker runs embeds every
-query waiting for retrieval at that moment, so the searches behind it find their vectors in the
-index's query cache (:meth:`CorpusIndex.embed_queries`).
+tokenizer is never used from two threads at once). The redundancy check embeds a batch of proposals
+in one call; the searches that follow find those vectors in the index's query cache
+(:meth:`CorpusIndex.embed_queries`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -143,8 +141,6 @@ class TreeBuilder:
         self.cfg, self.b = cfg, cfg.build
         self.client, self.tools, self._embed, self.corpus_hash = client, tools, embed, corpus_hash
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rubricforge-retrieval")
-        self._waiting: set[str] = set()  # queries submitted for retrieval, not yet embedded
-        self._waiting_lock = threading.Lock()
 
     def close(self) -> None:
         self._worker.shutdown(wait=True)
@@ -169,17 +165,7 @@ class TreeBuilder:
     # ---------------------------------------------------------- retrieval and extraction
 
     async def _retrieve(self, query: str) -> list[Snippet]:
-        with self._waiting_lock:
-            self._waiting.add(query)
-        return await self._off_loop(self._search, query)
-
-    def _search(self, query: str) -> list[Snippet]:
-        """On the worker: embed every waiting query in one batch (cached by the index), then search."""
-        with self._waiting_lock:
-            batch, self._waiting = sorted(self._waiting), set()
-        if batch:
-            self._embed(batch)
-        return self.tools.search_snippets([query], k=self.b.passages_per_node)
+        return await self._off_loop(self.tools.search_snippets, [query], self.b.passages_per_node)
 
     async def _extract(self, state: _TreeState, nodes: list[EvidenceNode]) -> None:
         jobs = [(node, s) for node in nodes for s in state.snippets[node.id]]
@@ -253,8 +239,7 @@ class TreeBuilder:
         return [state.nodes[i] for i in state.path(child.parent.id)] + [state.nodes[c] for c in child.parent.children]
 
     def _redundancy_texts(self, state: _TreeState, child: _Child) -> list[str]:
-        others = self._others(state, child)
-        return [child.query] + [o.query for o in others] if others else []
+        return [child.query] + [o.query for o in self._others(state, child)]
 
     def _non_redundant(self, state: _TreeState, child: _Child) -> bool:
         """False (and recorded) when the child repeats an ancestor or an accepted sibling (vectors embedded
