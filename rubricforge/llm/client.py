@@ -69,9 +69,10 @@ class LLMClient:
         return self.cfg.role(role).model
 
     def request(self, role: str, messages: list[dict[str, Any]], output: type[BaseModel] | None = None,
-                stage: str = "default", temperature: float | None = None, max_tokens: int | None = None) -> Request:
+                stage: str = "default", temperature: float | None = None, max_tokens: int | None = None,
+                seed: int | None = None) -> Request:
         """The request ``generate`` would send first (its ``key()`` is the cache and replay key)."""
-        return build_request(role, self.cfg.role(role), messages, output, stage, temperature, max_tokens)
+        return build_request(role, self.cfg.role(role), messages, output, stage, temperature, max_tokens, seed)
 
     async def _backend(self, role: str, role_cfg: RoleConfig) -> Backend:
         with self._lock:
@@ -87,10 +88,11 @@ class LLMClient:
 
     async def generate(self, role: str, messages: list[dict[str, Any]], output: type[BaseModel] | None = None,
                        stage: str = "default", temperature: float | None = None,
-                       max_tokens: int | None = None) -> LLMResult:
+                       max_tokens: int | None = None, seed: int | None = None) -> LLMResult:
+        """``seed`` overrides the role's seed for this call (independent samples of one prompt, e.g. votes)."""
         role_cfg = self.cfg.role(role)
         backend = await self._backend(role, role_cfg)
-        first = build_request(role, role_cfg, messages, output, stage, temperature, max_tokens)
+        first = build_request(role, role_cfg, messages, output, stage, temperature, max_tokens, seed)
         cache = self.cache if backend.name != "replay" else None  # replay answers from its recording only
         if cache is not None and (hit := cache.get(first)) is not None:
             value, error = _check(hit.text, output)
@@ -121,7 +123,7 @@ class LLMClient:
                 break
             if output is not None:
                 request = replace(first, messages=first.messages + structured.reprompt(
-                    completion.text, result.error, first.schema or {}))
+                    completion.text, result.error, output))
         if not result.ok and result.attempts:
             result.error = f"no valid answer after {result.attempts} attempt(s): {result.error}"
         self.ledger.call(role, stage, cached=False, failed=not result.ok)

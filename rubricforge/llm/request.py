@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from rubricforge.config import RoleConfig
+from rubricforge.llm.structured import schema_of
 
 
 @dataclass(frozen=True)
@@ -55,12 +56,13 @@ class Completion:
 
 
 def build_request(role: str, role_cfg: RoleConfig, messages: list[dict[str, Any]], output: type[BaseModel] | None,
-                  stage: str, temperature: float | None = None, max_tokens: int | None = None) -> Request:
+                  stage: str, temperature: float | None = None, max_tokens: int | None = None,
+                  seed: int | None = None) -> Request:
     """The request a role sends: the role's sampling settings unless overridden for this call."""
     return Request(role=role, stage=stage, model=role_cfg.model, api_base=role_cfg.api_base,
                    messages=[dict(m) for m in messages],
-                   schema=output.model_json_schema() if output is not None else None,
+                   schema=schema_of(output),
                    schema_name=output.__name__ if output is not None else None,
                    temperature=role_cfg.temperature if temperature is None else temperature,
                    top_p=role_cfg.top_p, max_tokens=role_cfg.max_tokens if max_tokens is None else max_tokens,
-                   seed=role_cfg.seed)
+                   seed=role_cfg.seed if seed is None else seed)

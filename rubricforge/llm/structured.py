@@ -5,9 +5,30 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, Field, ValidationError
+
+
+class TextAnswer(BaseModel):
+    """An output read from a fixed plain-text format instead of JSON (e.g. the judge labels
+    ``Rating: [[Relevant]]`` of DeepRubric Figs. 6–8). Subclasses set ``FORMAT`` (repeated in a re-prompt)
+    and implement ``from_text`` (raising ``ValueError`` with the reason when the text does not fit). No
+    JSON schema is sent to the backend for these."""
+
+    FORMAT: ClassVar[str] = ""
+
+    @classmethod
+    def from_text(cls, text: str) -> TextAnswer:
+        raise NotImplementedError
+
+
+def schema_of(output: type[BaseModel] | None) -> dict[str, Any] | None:
+    """The JSON schema sent to the backend: None for plain text and :class:`TextAnswer` outputs."""
+    if output is None or issubclass(output, TextAnswer):
+        return None
+    return output.model_json_schema()
+
 
 def bounded_str(chars: int) -> Any:
     """A string whose JSON schema carries ``maxLength``: constrained decoding (llama.cpp grammars) keeps
@@ -37,6 +58,11 @@ def extract_json(text: str) -> Any:
 
 def parse(text: str, output: type[BaseModel]) -> tuple[BaseModel | None, str | None]:
     """``(value, None)`` when ``text`` holds a valid ``output``; ``(None, error)`` otherwise."""
+    if issubclass(output, TextAnswer):
+        try:
+            return output.from_text(text), None
+        except ValueError as exc:
+            return None, str(exc)
     try:
         data = extract_json(text)
     except ValueError as exc:
@@ -56,10 +82,13 @@ def format_validation_error(exc: ValidationError) -> str:
     return f"{len(parts)} validation error(s): " + "; ".join(parts)
 
 
-def reprompt(text: str, error: str, schema: dict[str, Any]) -> list[dict[str, str]]:
-    """The messages appended after an invalid answer: the answer itself, then the error and the schema."""
+def reprompt(text: str, error: str, output: type[BaseModel]) -> list[dict[str, str]]:
+    """The messages appended after an invalid answer: the answer itself, then the error and the expected
+    format (the JSON schema, or a :class:`TextAnswer`'s ``FORMAT``)."""
+    if issubclass(output, TextAnswer):
+        again = f"Answer again in exactly this format: {output.FORMAT}"
+    else:
+        again = ("Answer again with one JSON object only, no prose, matching this JSON schema:\n"
+                 + json.dumps(schema_of(output), ensure_ascii=False))
     return [{"role": "assistant", "content": text},
-            {"role": "user", "content": (
-                f"Your answer could not be used: {error}.\n"
-                "Answer again with one JSON object only, no prose, matching this JSON schema:\n"
-                + json.dumps(schema, ensure_ascii=False))}]
+            {"role": "user", "content": f"Your answer could not be used: {error}.\n{again}"}]
