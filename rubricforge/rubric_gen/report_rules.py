@@ -159,7 +159,7 @@ def report_format_violations(report: str, tag: str = "final_answer") -> FormatVi
       unclosed or stray cite tag, an empty cited span).
 
     v_md and v_ref look inside the tag when it is there (from the first opening to the next closing
-    tag), otherwise at the whole report.
+    tag), otherwise at the whole report; line numbers and offsets in ``details`` are into that text.
     """
     opens = list(re.finditer(rf"<\s*{re.escape(tag)}\s*>", report, re.IGNORECASE))
     closes = list(re.finditer(rf"<\s*/\s*{re.escape(tag)}\s*>", report, re.IGNORECASE))
