@@ -141,6 +141,37 @@ class BuildConfig(Section):
         return v
 
 
+class KGConfig(Section):
+    """The knowledge-graph multi-hop pipeline (MindDR §4.1, §4.5, §4.6); ``rubricforge build --source kg``.
+
+    Laptop defaults (embedded 0.5B model on 2 cores): the corpus's own title links over every passage,
+    LLM relation extraction on a small slice, a few sampled subgraphs.
+    """
+
+    seed: int = 0
+    extract_passages: int = Field(4, ge=0)  # passages read by the LLM relation extractor (one call each)
+    link_passages: int | None = Field(None, ge=1)  # passages scanned for title mentions (None: all)
+    min_title_chars: int = Field(4, ge=1)  # shorter titles are not matched as mentions
+    n_paths: int = Field(3, ge=1)  # subgraphs to sample
+    hops: list[int] = Field(default_factory=lambda: [2, 3, 1])  # chain lengths, cycled over the paths
+    branch_every: int = Field(3, ge=0)  # every n-th subgraph has two branches (0: chains only)
+    hub_exponent: float = Field(1.0, ge=0)  # sampling weight of a node: degree ** -hub_exponent
+    reach_k: int = Field(5, ge=1)  # reachability: a hop's passage must be in the top-k of a search
+    sample_attempts: int = Field(400, ge=1)  # candidate subgraphs tried per sampled one
+    call_max_tokens: int = Field(160, ge=16)  # per short call (questions, filters, extraction)
+    longform: bool = True  # research-style query + RACE rubrics for each retained example
+    longform_max_tokens: int = Field(700, ge=64)
+    filters: list[Literal["direct_answer", "single_retrieval", "plausibility"]] = Field(
+        default_factory=lambda: ["direct_answer", "single_retrieval", "plausibility"])
+
+    @field_validator("hops")
+    @classmethod
+    def _hop_range(cls, v: list[int]) -> list[int]:
+        if not v or any(not 1 <= h <= 5 for h in v):
+            raise ValueError("hops needs at least one value and every value must be between 1 and 5")
+        return v
+
+
 class Config(Section):
     run_dir: str = "runs/default"
     llm: LLMConfig = Field(default_factory=LLMConfig)
@@ -149,6 +180,7 @@ class Config(Section):
     index: IndexConfig = Field(default_factory=IndexConfig)
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     build: BuildConfig = Field(default_factory=BuildConfig)
+    kg: KGConfig = Field(default_factory=KGConfig)
 
     def index_dir(self) -> Path:
         """Where the corpus index lives unless ``tools.index_dir`` says otherwise."""

@@ -4,6 +4,8 @@ Corpus side: :class:`Passage`, :class:`Snippet`.
 Evidence-tree pipeline (DeepRubric §3.1–3.2): :class:`EvidenceStatement`, :class:`EvidenceNode`,
 :class:`EvidenceTree`, :class:`Criterion`, :class:`Candidate`, :class:`Verification`,
 :class:`Example`.
+Knowledge-graph pipeline (MindDR §4.1, §4.5, §4.6): :class:`KGEdge`, :class:`KGPath`,
+:class:`RaceCriterion`, :class:`RaceRubrics`, :class:`KGExample`.
 """
 
 from __future__ import annotations
@@ -151,3 +153,73 @@ class Example(Record):
     rubric_source: Literal["tree", "closed-book", "search"] = "tree"
     topic: str = ""
     provenance: Provenance
+
+
+# ---------------------------------------------------------------- knowledge-graph multi-hop tasks
+
+
+class KGEdge(Record):
+    """One graph edge: ``head --relation--> tail`` as stated by one passage."""
+
+    head: str  # node ids
+    relation: str
+    tail: str
+    passage_id: str
+    evidence: str = ""  # the sentence (or extracted statement) that states it
+    source: Literal["llm", "link"] = "llm"  # extracted by the LLM, or the corpus's own link structure
+
+
+class KGPath(Record):
+    """A sampled subgraph: one chain (``branches`` has one item) or several chains that meet at the
+    answer. Each branch lists node ids from its visible start entity to the answer."""
+
+    id: str
+    shape: Literal["chain", "branch"]
+    branches: list[list[str]]
+    edges: list[KGEdge]  # one per hop, branch by branch
+    answer: str
+    hops: int
+    names: dict[str, str] = Field(default_factory=dict)  # node id -> display name
+    descriptions: dict[str, str] = Field(default_factory=dict)  # node id -> short description, when known
+    passage_ids: list[str] = Field(default_factory=list)
+
+    def starts(self) -> list[str]:
+        return [b[0] for b in self.branches]
+
+    def intermediates(self) -> list[str]:
+        return [n for b in self.branches for n in b[1:-1]]
+
+
+class RaceCriterion(Record):
+    criterion: str
+    explanation: str = ""
+    weight: float
+
+
+class RaceRubrics(Record):
+    """RACE rubrics (MindDR App. 8.1): dimension weights (summing to 1) and weighted criteria."""
+
+    query: str
+    dimension_weight: dict[str, float]
+    criterions: dict[str, list[RaceCriterion]]
+
+
+class KGExample(Record):
+    """One retained knowledge-graph task: a multi-hop question with its answer, key entity set,
+    difficulty and subgraph, plus an optional long-form research variant with RACE rubrics."""
+
+    id: str
+    question: str
+    answer: str
+    answer_aliases: list[str]
+    key_entities: list[str]  # names of every subgraph entity, answer included (the PRM entity set)
+    hops: int
+    shape: Literal["chain", "branch"]
+    difficulty: Literal["easy", "medium", "hard"]
+    difficulty_factors: dict[str, Any] = Field(default_factory=dict)
+    path: KGPath
+    research_query: str = ""
+    race_rubrics: RaceRubrics | None = None
+    corpus_hash: str = ""
+    models: dict[str, str] = Field(default_factory=dict)
+    prompt_hashes: dict[str, str] = Field(default_factory=dict)

@@ -1,0 +1,103 @@
+"""The three subgraph constraints of MindDR §4.1, each a check that returns its failures (empty = pass).
+
+* :func:`check_reachability` — every hop is stated in a passage the shared search tool retrieves: a
+  search for the hop's two entity names must return the edge's passage in its top ``k``.
+* :func:`check_necessity` — no shortcut: along each branch, no edge and no passage links a node to
+  any node two or more hops further on (in particular the start or an intermediate to the answer).
+* :func:`check_independence` — the branches of a multi-branch subgraph share only the answer: no
+  common node, no edge and no passage linking a node of one branch to a node of another.
+
+:func:`check_structure` guards the rest: every hop is an edge of the graph between consecutive nodes.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from itertools import combinations
+from typing import TYPE_CHECKING
+
+from rubricforge.schema import KGPath
+
+if TYPE_CHECKING:
+    import networkx as nx
+
+Search = Callable[[str, int], list[str]]  # (query, k) -> passage ids, best first
+
+
+def passage_mentions(g: nx.MultiDiGraph) -> dict[str, set[str]]:
+    """Node -> the passages that mention it (its own article's passages, and those of every edge it is an
+    end of)."""
+    out: dict[str, set[str]] = defaultdict(set)
+    for n, pids in g.nodes(data="passage_ids"):
+        out[n].update(pids or ())
+    for u, v, pid in g.edges(data="passage_id"):
+        out[u].add(pid)
+        out[v].add(pid)
+    return out
+
+
+def linked(g: nx.MultiDiGraph, a: str, b: str) -> bool:
+    return g.has_edge(a, b) or g.has_edge(b, a)
+
+
+def _shared_passages(mentions: dict[str, set[str]], a: str, b: str) -> list[str]:
+    return sorted(mentions.get(a, set()) & mentions.get(b, set()))
+
+
+def check_structure(g: nx.MultiDiGraph, path: KGPath) -> list[str]:
+    failures = []
+    hops = [(b[i], b[i + 1]) for b in path.branches for i in range(len(b) - 1)]
+    if len(hops) != len(path.edges) or len(hops) != path.hops:
+        failures.append(f"{len(path.edges)} edges for {len(hops)} hops")
+    for (a, b), e in zip(hops, path.edges):
+        if {e.head, e.tail} != {a, b}:
+            failures.append(f"edge {e.head}->{e.tail} is not the hop {a}–{b}")
+        elif not any(d.get("passage_id") == e.passage_id and d.get("relation") == e.relation
+                     for d in g.get_edge_data(e.head, e.tail, default={}).values()):
+            failures.append(f"edge {e.head}->{e.tail} ({e.relation}, {e.passage_id}) is not in the graph")
+    if any(b[-1] != path.answer for b in path.branches):
+        failures.append("a branch does not end at the answer")
+    return failures
+
+
+def check_reachability(path: KGPath, search: Search, k: int) -> list[str]:
+    failures = []
+    for e in path.edges:
+        query = f"{path.names.get(e.head, e.head)} {path.names.get(e.tail, e.tail)}"
+        if e.passage_id not in search(query, k)[:k]:
+            failures.append(f"hop {e.head}->{e.tail}: passage {e.passage_id} is not in the top {k} for '{query}'")
+    return failures
+
+
+def check_necessity(g: nx.MultiDiGraph, path: KGPath, mentions: dict[str, set[str]] | None = None) -> list[str]:
+    mentions = passage_mentions(g) if mentions is None else mentions
+    failures = []
+    for branch in path.branches:
+        for i, j in combinations(range(len(branch)), 2):
+            if j - i < 2:
+                continue
+            a, b = branch[i], branch[j]
+            if linked(g, a, b):
+                failures.append(f"shortcut edge {a}–{b} skips {j - i - 1} hop(s)")
+            if shared := _shared_passages(mentions, a, b):
+                failures.append(f"shortcut passage {shared[0]} mentions both {a} and {b}")
+    return failures
+
+
+def check_independence(g: nx.MultiDiGraph, path: KGPath, mentions: dict[str, set[str]] | None = None) -> list[str]:
+    if len(path.branches) < 2:
+        return []
+    mentions = passage_mentions(g) if mentions is None else mentions
+    failures = []
+    for x, y in combinations(range(len(path.branches)), 2):
+        bx, by = (set(path.branches[i]) - {path.answer} for i in (x, y))
+        if common := sorted(bx & by):
+            failures.append(f"branches {x} and {y} share {common[0]}")
+        for a in sorted(bx - by):
+            for b in sorted(by - bx):
+                if linked(g, a, b):
+                    failures.append(f"cross-branch edge {a}–{b}")
+                if shared := _shared_passages(mentions, a, b):
+                    failures.append(f"cross-branch passage {shared[0]} mentions both {a} and {b}")
+    return failures

@@ -1,0 +1,87 @@
+"""Question generation from a subgraph (MindDR §4.1): generate → obfuscate → rewrite, then a leak check.
+
+1. *Generation* sees the hops' evidence sentences, the start entities (named) and the answer, and is
+   told which entities to hide.
+2. *Obfuscation* replaces each start entity's name with a vaguer description that still identifies it
+   (the corpus's short description when there is one).
+3. *Rewriting* gives natural user phrasing (query-specific rubrics §3.2).
+
+Each step is one structured call; a failed call ends the item with its error recorded. The final
+question is then checked without the LLM: naming the answer (or an alias) or an intermediate entity
+is a drop; a start entity still named after obfuscation is recorded (``obfuscated`` false), not dropped.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+
+from rubricforge.llm.structured import bounded_str
+from rubricforge.pipelines.prompting import render
+from rubricforge.schema import KGPath
+
+if TYPE_CHECKING:
+    from rubricforge.llm import LLMClient
+
+QUESTION_CHARS = 300
+
+
+class Question(BaseModel):
+    question: bounded_str(QUESTION_CHARS)  # type: ignore[valid-type]
+
+
+def facts(path: KGPath) -> str:
+    """The hops as numbered lines: ``1. [Head -> Tail] evidence sentence``."""
+    return "\n".join(f"{i}. [{path.names.get(e.head, e.head)} -> {path.names.get(e.tail, e.tail)}] {e.evidence}"
+                     for i, e in enumerate(path.edges, 1))
+
+
+def names_in(text: str, names: list[str]) -> list[str]:
+    """The names (case-insensitive, whole words) that ``text`` contains."""
+    return [n for n in names if n and re.search(rf"(?<!\w){re.escape(n)}(?!\w)", text, re.IGNORECASE)]
+
+
+async def _ask(client: LLMClient, prompt: str, stage: str, max_tokens: int) -> tuple[str | None, str | None]:
+    res = await client.generate("generator", [{"role": "user", "content": prompt}], output=Question, stage=stage,
+                                max_tokens=max_tokens)
+    if not res.ok:
+        return None, res.error
+    text = " ".join(res.value.question.split())
+    return (text, None) if text else (None, "empty question")
+
+
+async def write_question(path: KGPath, aliases: dict[str, list[str]], client: LLMClient,
+                         max_tokens: int) -> dict[str, Any]:
+    """The log record: ``initial``, ``obfuscated``, ``question`` (final), ``obfuscated_ok``, ``drop``."""
+    names = path.names
+    hidden = [names[n] for n in path.intermediates()]
+    record: dict[str, Any] = {"initial": None, "obfuscated": None, "question": None, "obfuscated_ok": None,
+                              "drop": None}
+    text, err = await _ask(client, render("kg_question", starts=", ".join(names[s] for s in path.starts()),
+                                          facts=facts(path), answer=names[path.answer],
+                                          hidden=", ".join(hidden) or "(none)"), "kg_question", max_tokens)
+    record["initial"] = text
+    for start in path.starts():
+        if text is None:
+            break
+        if not names_in(text, [names[start]]):
+            continue  # the generator already left the name out
+        desc = path.descriptions.get(start, "")
+        text, err = await _ask(client, render("kg_obfuscate", entity=names[start], question=text,
+                                              description=f" (it is: {desc})" if desc else ""),
+                               "kg_obfuscate", max_tokens)
+    record["obfuscated"] = text
+    if text is not None:
+        text, err = await _ask(client, render("kg_rewrite", question=text), "kg_rewrite", max_tokens)
+    if text is None:
+        record["drop"] = f"generation failed: {err}"
+        return record
+    record["question"] = text
+    record["obfuscated_ok"] = not names_in(text, [names[s] for s in path.starts()])
+    if leaked := names_in(text, aliases.get(path.answer, []) + [names[path.answer]]):
+        record["drop"] = f"question names the answer ({leaked[0]})"
+    elif leaked := names_in(text, hidden):
+        record["drop"] = f"question names an intermediate entity ({leaked[0]})"
+    return record
