@@ -172,7 +172,32 @@ class KGConfig(Section):
         return v
 
 
-class Config(Section):
+class RewardWeights(Section):
+    """The composite reward's weights (DeepRubric Eq. 5). They are not renormalised: with components in
+    [0, 1] the composite lies in [0, sum of weights] (the paper's sum to 1)."""
+
+    rubric: float = Field(0.5, ge=0)
+    format: float = Field(0.2, ge=0)
+    citation: float = Field(0.2, ge=0)
+    search: float = Field(0.1, ge=0)
+
+
+class RewardConfig(Section):
+    """Scoring agent rollouts (DeepRubric §3.3 / App. A; MindDR §5.2–5.3)."""
+
+    judge_mode: Literal["per_criterion", "batched"] = "per_criterion"  # per_criterion = the paper
+    weights: RewardWeights = Field(default_factory=RewardWeights)
+    search_upper: int = Field(6, ge=1)  # U of Eq. 8
+    distinct_queries: bool = False  # Eq. 8 counts valid calls; True counts distinct queries only
+    orm_votes: int = Field(3, ge=1)  # ORM majority vote: samples of the judge
+    answer_tag: str = "answer"  # Report-RL format check: DeepRubric's <answer>; MindDR writes <final_answer>
+    report_lambda_cite: float = 0.1  # λc of MindDR Eq. 12 (tunable; the paper gives no value)
+    report_lambda_format: float = 0.1  # λf of MindDR Eq. 12
+    citation_relevance_threshold: float = Field(0.5, ge=0, le=1)  # τ of MindDR Eq. 10 (lexical relevance)
+    concurrency: int = Field(8, ge=1)  # rollouts scored at once by `rubricforge reward score`
+
+
+class Config(Section):class Config(Section):
     run_dir: str = "runs/default"
     llm: LLMConfig = Field(default_factory=LLMConfig)
     corpus: CorpusConfig = Field(default_factory=CorpusConfig)

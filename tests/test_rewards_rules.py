@@ -192,6 +192,7 @@ def test_citation_counting_and_relevance():
     assert count_report_citations(report, passages, tau=0.7).n_valid == 1
     assert count_report_citations(report, passages, relevance=lambda c, p: 1.0).n_valid == 3
     assert count_citations(report) == 4
+    assert count_citations('<think><cite id="a">reasoning is not counted</cite></think>' + report) == 4
 
 
 REPORT_OK = """<final_answer>

@@ -30,7 +30,7 @@ _WORDISH = re.compile(r"[^\W_]")
 # a line break.
 _BOUNDARY = re.compile(r"[.!?]+[\"'”’)\]]*\s+|[。！？]+\s*|\s*\n\s*")
 _ABBREVIATIONS = frozenset({"e.g", "i.e", "et", "al", "fig", "figs", "eq", "eqs", "vs", "cf", "etc", "approx",
-                            "dr", "mr", "mrs", "ms", "prof", "vol", "pp", "st", "inc", "ltd", "jr", "sr"})
+                            "dr", "mr", "mrs", "ms", "prof", "vol", "pp", "st", "inc", "ltd", "jr", "sr", "u.s", "u.k"})
 _LAST_TOKEN = re.compile(r"([^\W\d_]+(?:\.[^\W\d_]+)*)$")
 # Lexical units: CJK characters one by one, otherwise runs of letters/digits joined by an inner
 # apostrophe, hyphen or decimal point ("don't", "state-of-the-art", "0.05" are one unit each).

@@ -4,7 +4,9 @@ Neither lies in [0, 1] — the paper defines R_cite ∈ {+0.1, −0.1, −1} and
 they enter R_Report = R_RACE + λc·R_cite + λf·R_format (Eq. 12) as they are.
 
 A *citation* is one (claim, id) pair of a well-formed ``<cite id="a,b">claim</cite>`` (that cite is two
-citations). It is *valid* when the id names a known passage and ``relevance(claim, passage) ≥ τ``.
+citations) inside the report's answer tag (:func:`report_body`: the whole report when the tag is
+missing; reasoning outside the tag is not counted). It is *valid* when the id names a known passage
+and ``relevance(claim, passage) ≥ τ``.
 """
 
 from __future__ import annotations
@@ -55,16 +57,16 @@ class CitationCount:
     pairs: list[tuple[str, str, float | None]] = field(default_factory=list)  # (claim, id, relevance or None if unknown)
 
 
-def count_citations(report: str) -> int:
-    """The number of (claim, id) citations in ``report`` (e.g. n_ref of the reference report)."""
-    return sum(len(c.ids) for c in extract_claims(report))
+def count_citations(report: str, tag: str = "final_answer") -> int:
+    """The number of (claim, id) citations in :func:`report_body` (e.g. n_ref of the reference report)."""
+    return sum(len(c.ids) for c in extract_claims(report_body(report, tag)))
 
 
 def count_report_citations(report: str, passages: Mapping[str, str], relevance: Relevance = lexical_relevance,
-                           tau: float = DEFAULT_TAU) -> CitationCount:
-    """n_gen and n_valid of ``report``; ``passages`` maps an id to the passage text it names."""
+                           tau: float = DEFAULT_TAU, tag: str = "final_answer") -> CitationCount:
+    """n_gen and n_valid of :func:`report_body`; ``passages`` maps an id to the passage text it names."""
     pairs: list[tuple[str, str, float | None]] = []
-    for claim in extract_claims(report):
+    for claim in extract_claims(report_body(report, tag)):
         for cid in claim.ids:
             passage = passages.get(cid)
             pairs.append((claim.text, cid, None if passage is None else relevance(claim.text, passage)))
@@ -149,6 +151,30 @@ def markdown_problems(text: str) -> list[str]:
     return problems
 
 
+def _locate(report: str, tag: str) -> tuple[str, list[str]]:
+    """The report's body (from the first ``<tag>`` to the next ``</tag>``, else the whole report) and
+    what is wrong with its enclosing tags."""
+    opens = list(re.finditer(rf"<\s*{re.escape(tag)}\s*>", report, re.IGNORECASE))
+    closes = list(re.finditer(rf"<\s*/\s*{re.escape(tag)}\s*>", report, re.IGNORECASE))
+    problems = []
+    if len(opens) != 1 or len(closes) != 1:
+        problems.append(f"{len(opens)} <{tag}> and {len(closes)} </{tag}> tags (need one of each)")
+    closing = next((c for c in closes if opens and c.start() >= opens[0].end()), None)
+    if opens and closing is not None:
+        body = report[opens[0].end():closing.start()]
+        if not body.strip():
+            problems.append(f"<{tag}> is empty")
+        return body, problems
+    if opens or closes:
+        problems.append(f"<{tag}> is not closed after it opens")
+    return report, problems
+
+
+def report_body(report: str, tag: str = "final_answer") -> str:
+    """The text inside the report's first ``<tag>`` … ``</tag>`` pair; the whole report without one."""
+    return _locate(report, tag)[0]
+
+
 def report_format_violations(report: str, tag: str = "final_answer") -> FormatViolations:
     """The three indicators of Eq. 11.
 
@@ -158,22 +184,9 @@ def report_format_violations(report: str, tag: str = "final_answer") -> FormatVi
     * v_ref: malformed cite markup (:func:`cite_problems`: a cite without ids, an empty id, a nested,
       unclosed or stray cite tag, an empty cited span).
 
-    v_md and v_ref look inside the tag when it is there (from the first opening to the next closing
-    tag), otherwise at the whole report; line numbers and offsets in ``details`` are into that text.
+    v_md and v_ref look at :func:`report_body`; line numbers and offsets in ``details`` are into it.
     """
-    opens = list(re.finditer(rf"<\s*{re.escape(tag)}\s*>", report, re.IGNORECASE))
-    closes = list(re.finditer(rf"<\s*/\s*{re.escape(tag)}\s*>", report, re.IGNORECASE))
-    body = report
-    tag_problems = []
-    if len(opens) != 1 or len(closes) != 1:
-        tag_problems.append(f"{len(opens)} <{tag}> and {len(closes)} </{tag}> tags (need one of each)")
-    closing = next((c for c in closes if opens and c.start() >= opens[0].end()), None)
-    if opens and closing is not None:
-        body = report[opens[0].end():closing.start()]
-        if not body.strip():
-            tag_problems.append(f"<{tag}> is empty")
-    elif opens or closes:
-        tag_problems.append(f"<{tag}> is not closed after it opens")
+    body, tag_problems = _locate(report, tag)
     md, ref = markdown_problems(body), cite_problems(body)
     details = [f"tag: {p}" for p in tag_problems] + [f"markdown: {p}" for p in md] + [f"cite: {p}" for p in ref]
     return FormatViolations(int(bool(tag_problems)), int(bool(md)), int(bool(ref)), details)
