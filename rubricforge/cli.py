@@ -18,8 +18,10 @@ app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_
                   help="Build evidence-grounded query–rubric datasets, rewards and RL runs for deep-research agents.")
 corpus_app = typer.Typer(no_args_is_help=True, help="Load, index, search and serve a corpus.")
 llm_app = typer.Typer(no_args_is_help=True, help="Check the configured models.")
+reward_app = typer.Typer(no_args_is_help=True, help="Score agent responses with rubricforge's rewards; audit the judge.")
 app.add_typer(corpus_app, name="corpus")
 app.add_typer(llm_app, name="llm")
+app.add_typer(reward_app, name="reward")
 
 ConfigOpt = Annotated[Optional[Path], typer.Option("--config", "-c", help="YAML config file.")]
 SetOpt = Annotated[Optional[list[str]], typer.Option("--set", "-s", help="Override a config key: --set build.max_depth=2 (repeatable).")]
@@ -174,6 +176,90 @@ def llm_check(
 
 
 # ---------------------------------------------------------------- config
+
+
+# ---------------------------------------------------------------- rewards
+
+DatasetOpt = Annotated[Path, typer.Option("--dataset", "-d", help="Dataset folder, run directory, .jsonl or .parquet.")]
+ResponsesOpt = Annotated[Path, typer.Option("--responses", "-r", help='JSONL of {"id", "response", "snippets"?}.')]
+
+
+@reward_app.command("score")
+def reward_score(
+    dataset: DatasetOpt,
+    responses: ResponsesOpt,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    rewards: Annotated[str, typer.Option(help="Comma-separated rewards, or a group: deeprubric | report | search_rl "
+                                              "| all.")] = "deeprubric",
+    out: Annotated[Optional[Path], typer.Option(help="Output JSONL (default: <responses>.scores.jsonl).")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+) -> None:
+    """Score each response against its example: a per-component JSONL and a summary table (resumable)."""
+    from rubricforge.rubric_gen.score_job import score_responses
+    from rubricforge.rubric_gen.scorer import GROUPS
+
+    names = GROUPS.get(rewards) or tuple(n.strip() for n in rewards.split(",") if n.strip())
+    summary = score_responses(_config(config, set_), dataset, responses, names, out, progress=not quiet)
+    console = _console()
+    table = _table("reward", "mean", "min", "max", "scored", "unscored")
+    for name, s in summary.rewards.items():
+        table.add_row(name, *(f"{s[k]:.3f}" if s[k] is not None else "-" for k in ("mean", "min", "max")),
+                      str(s["scored"]), str(s["unscored"]))
+    console.print(table)
+    console.print(f"{summary.responses} responses ({summary.scored_now} scored now) -> {summary.out}")
+    if summary.rejects.get("total"):
+        console.print(f"[yellow]skipped {summary.rejects['total']} bad lines[/yellow]: {summary.rejects['file']}")
+
+
+@reward_app.command("audit")
+def reward_audit(
+    dataset: DatasetOpt,
+    responses: ResponsesOpt,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    repeats: Annotated[int, typer.Option(min=2, help="Independent samples of the judge per criterion.")] = 3,
+    second_judge: Annotated[str, typer.Option(help="The LLM role compared with the judge.")] = "verifier",
+    out: Annotated[Optional[Path], typer.Option(help="Write the full report (JSON) here.")] = None,
+) -> None:
+    """Score the same responses several times and with two judges; print variance and agreement."""
+    import json
+
+    from rubricforge.rubric_gen.audit import run_audit
+
+    report = run_audit(_config(config, set_), dataset, responses, repeats, second_judge)
+    console = _console()
+    v = report.variance
+    console.print(f"judge {report.judge} vs {report.second_judge}: {report.responses} responses "
+                  f"({report.skipped_no_answer} without an answer), {report.criteria} criteria, {report.repeats} repeats")
+    console.print(f"repeat variance (0–4 scale): mean {_fmt(v['mean'])}, max {_fmt(v['max'])}, "
+                  f"criteria with disagreeing repeats {_fmt(v['disagreeing_share'])}")
+    table = _table("comparison", "pairs", "exact", "kappa (quadratic)", "spearman")
+    for name, a in report.agreement.items():
+        table.add_row(name, str(a["pairs"]), _fmt(a["exact"]), _fmt(a["kappa_quadratic"]), _fmt(a["spearman"]))
+    console.print(table)
+    console.print(f"rubric reward spearman (judge vs second judge): "
+                  f"{_fmt(report.agreement['judge_vs_second_judge']['reward_spearman'])}; unscored calls {report.unscored}")
+    if out is not None:
+        from dataclasses import asdict
+
+        from rubricforge.rundir import atomic_write_text
+
+        atomic_write_text(out, json.dumps(asdict(report), indent=2) + "\n")
+        console.print(f"report: {out}")
+
+
+def _table(*columns: str):
+    from rich.table import Table
+
+    table = Table()
+    for c in columns:
+        table.add_column(c)
+    return table
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
 
 
 @app.command("config")

@@ -197,7 +197,7 @@ class RewardConfig(Section):
     concurrency: int = Field(8, ge=1)  # rollouts scored at once by `rubricforge reward score`
 
 
-class Config(Section):class Config(Section):
+class Config(Section):
     run_dir: str = "runs/default"
     llm: LLMConfig = Field(default_factory=LLMConfig)
     corpus: CorpusConfig = Field(default_factory=CorpusConfig)
@@ -205,6 +205,7 @@ class Config(Section):class Config(Section):
     index: IndexConfig = Field(default_factory=IndexConfig)
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     build: BuildConfig = Field(default_factory=BuildConfig)
+    reward: RewardConfig = Field(default_factory=RewardConfig)
     kg: KGConfig = Field(default_factory=KGConfig)
 
     def index_dir(self) -> Path:

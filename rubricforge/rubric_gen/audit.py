@@ -1,0 +1,142 @@
+"""`rubricforge reward audit`: how far to trust a rubric judge.
+
+Every criterion of every response is scored (Figure 5, 0–4) ``repeats`` times by the judge role, each
+repeat an independent sample (seed + k; repeat 0 is the ordinary scoring request), once by a second
+judge role, and once in the batched mode. Reported:
+
+* **repeat variance**: per criterion, the population variance of its repeated scores on the 0–4 scale;
+  the mean over criteria and the share of criteria whose repeats disagree;
+* **agreement** (judge vs second judge; per-criterion vs batched mode): over criteria both scored, exact
+  agreement, quadratic-weighted Cohen's κ and Spearman's ρ (None when undefined, e.g. constant scores),
+  plus Spearman's ρ of the rubric rewards per response.
+
+Responses without a final answer are skipped (nothing to judge). Unscored judge calls are counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rubricforge.config import Config
+from rubricforge.corpora.rejects import Rejects
+from rubricforge.rubric_gen.inputs import Response, load_examples, load_responses
+from rubricforge.rubric_gen.judging import Judge
+from rubricforge.rubric_gen.rubric_reward import MAX_SCORE, RubricScore, criteria_from, rubric_reward
+from rubricforge.rubric_gen.trajectory import parse_trajectory
+
+
+@dataclass
+class AuditReport:
+    judge: str
+    second_judge: str
+    repeats: int
+    responses: int
+    skipped_no_answer: int
+    criteria: int
+    variance: dict[str, Any] = field(default_factory=dict)
+    agreement: dict[str, dict[str, Any]] = field(default_factory=dict)
+    unscored: dict[str, int] = field(default_factory=dict)
+    rows: list[dict[str, Any]] = field(default_factory=list)  # one per (response, criterion)
+
+
+def run_audit(cfg: Config, dataset: str | Path, responses: str | Path, repeats: int = 3,
+              second_role: str = "verifier") -> AuditReport:
+    examples = load_examples(dataset)
+    rejects = Rejects()
+    todo = load_responses(responses, examples, rejects)
+    return asyncio.run(_audit(cfg, examples, todo, repeats, second_role))
+
+
+async def _audit(cfg: Config, examples: dict[str, dict[str, Any]], todo: list[Response], repeats: int,
+                 second_role: str) -> AuditReport:
+    from rubricforge.llm import LLMClient
+
+    client = LLMClient(cfg.llm)
+    a, b = Judge(client, "judge"), Judge(client, second_role)
+    base = cfg.llm.judge.seed or 0
+    try:
+        per_response = await asyncio.gather(*(_one(a, b, examples[r.example_id], r, repeats, base) for r in todo))
+    finally:
+        await client.aclose()
+    rows = [row for got in per_response if got for row in got[0]]
+    rewards = [got[1] for got in per_response if got]
+    report = AuditReport(a.model, b.model, repeats, len(todo), sum(not got for got in per_response), len(rows))
+    report.rows = rows
+    report.variance = _variance(rows)
+    report.agreement = {
+        "judge_vs_second_judge": _agreement([r["repeats"][0] for r in rows], [r["second"] for r in rows]),
+        "per_criterion_vs_batched": _agreement([r["repeats"][0] for r in rows], [r["batched"] for r in rows])}
+    report.agreement["judge_vs_second_judge"]["reward_spearman"] = _spearman(*_pairs(
+        [x[0] for x in rewards], [x[1] for x in rewards]))
+    report.unscored = {"judge": sum(a.unscored.values()), "second_judge": sum(b.unscored.values())}
+    return report
+
+
+async def _one(a: Judge, b: Judge, example: dict[str, Any], response: Response, repeats: int,
+               base: int) -> tuple[list[dict[str, Any]], tuple[float | None, float | None]] | None:
+    answer = parse_trajectory(response.completion).answer
+    if not answer or not answer.strip():
+        return None
+    criteria = criteria_from(example.get("rubrics") or [], where=f"example {response.example_id!r} rubrics")
+    question = str(example.get("question", ""))
+    runs: list[RubricScore] = await asyncio.gather(
+        *(rubric_reward(a, question, answer, criteria, seed=None if k == 0 else base + k) for k in range(repeats)),
+        rubric_reward(b, question, answer, criteria),
+        rubric_reward(a, question, answer, criteria, mode="batched"))
+    *reps, second, batched = runs
+    rows = [{"response": response.key, "criterion": c.id,
+             "repeats": [_scale(r.per_criterion[c.id]) for r in reps],
+             "second": _scale(second.per_criterion[c.id]), "batched": _scale(batched.per_criterion[c.id])}
+            for c in criteria]
+    return rows, (reps[0].value, second.value)
+
+
+def _scale(s: float | None) -> int | None:
+    """Back to the judge's 0–4 integer scale."""
+    return None if s is None else round(s * MAX_SCORE)
+
+
+def _variance(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    variances = []
+    for row in rows:
+        scored = [s for s in row["repeats"] if s is not None]
+        if len(scored) >= 2:
+            row["variance"] = statistics.pvariance(scored)
+            variances.append(row["variance"])
+    return {"criteria": len(variances), "mean": statistics.fmean(variances) if variances else None,
+            "max": max(variances, default=None),
+            "disagreeing_share": (sum(v > 0 for v in variances) / len(variances)) if variances else None}
+
+
+def _pairs(xs: list[Any], ys: list[Any]) -> tuple[list[Any], list[Any]]:
+    kept = [(x, y) for x, y in zip(xs, ys) if x is not None and y is not None]
+    return [x for x, _ in kept], [y for _, y in kept]
+
+
+def _agreement(xs: list[int | None], ys: list[int | None]) -> dict[str, Any]:
+    xs, ys = _pairs(xs, ys)
+    if not xs:
+        return {"pairs": 0, "exact": None, "kappa_quadratic": None, "spearman": None}
+    return {"pairs": len(xs), "exact": sum(x == y for x, y in zip(xs, ys)) / len(xs),
+            "kappa_quadratic": _kappa(xs, ys), "spearman": _spearman(xs, ys)}
+
+
+def _kappa(xs: list[int], ys: list[int]) -> float | None:
+    from sklearn.metrics import cohen_kappa_score
+
+    if len(set(xs) | set(ys)) < 2:
+        return None
+    value = float(cohen_kappa_score(xs, ys, labels=list(range(MAX_SCORE + 1)), weights="quadratic"))
+    return None if value != value else value  # NaN when a rater is constant
+
+
+def _spearman(xs: list[float], ys: list[float]) -> float | None:
+    from scipy.stats import spearmanr
+
+    if len(xs) < 2 or len(set(xs)) < 2 or len(set(ys)) < 2:
+        return None
+    return float(spearmanr(xs, ys).statistic)

@@ -1,0 +1,112 @@
+"""Reading what `rubricforge reward` scores: a dataset of examples and a JSONL of agent responses.
+
+Examples: an exported dataset folder (``data.jsonl``), a run directory (``dataset/data.jsonl``), a
+``.jsonl`` or ``.parquet`` file, or a ``datasets.save_to_disk`` folder; every row needs an ``id``.
+
+Responses: JSONL, one rollout a line: ``{"id": <example id>, "response": <string or chat messages>,
+"snippets": [<Snippet>, ...] (optional: the rollout's snippet store)}``. A malformed line, or one whose
+id is not in the dataset, is skipped, counted and written to ``<responses>.rejects.jsonl``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rubricforge.corpora.rejects import Rejects
+from rubricforge.corpora.snippets import SnippetStore
+from rubricforge.errors import UserError
+from rubricforge.schema import Snippet
+
+
+@dataclass
+class Response:
+    line: int  # 1-based line in the responses file: the response's identity
+    example_id: str
+    completion: str | list[dict[str, Any]]
+    snippets: SnippetStore | None
+
+    @property
+    def key(self) -> str:
+        return f"{self.example_id}#{self.line}"
+
+
+def load_examples(path: str | Path) -> dict[str, dict[str, Any]]:
+    path = Path(path)
+    rows = list(_example_rows(path))
+    examples: dict[str, dict[str, Any]] = {}
+    for n, row in enumerate(rows, 1):
+        if not isinstance(row, dict) or not row.get("id"):
+            raise UserError(f"{path}: example {n} has no 'id'", "score an exported rubricforge dataset")
+        examples[str(row["id"])] = row
+    return examples
+
+
+def _example_rows(path: Path) -> Iterator[Any]:
+    if path.is_dir():
+        for candidate in (path / "data.jsonl", path / "dataset" / "data.jsonl"):
+            if candidate.is_file():
+                yield from _example_rows(candidate)
+                return
+        if (path / "dataset_dict.json").is_file() or (path / "dataset_info.json").is_file():
+            yield from _saved_dataset(path)
+            return
+        raise UserError(f"{path} holds no dataset", "pass a dataset folder, a run directory, or a .jsonl/.parquet file")
+    if not path.is_file():
+        raise UserError(f"dataset {path} not found", "pass the dataset folder written by `rubricforge build`")
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        yield from pq.read_table(path).to_pylist()
+        return
+    with path.open(encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if line.strip():
+                try:
+                    yield json.loads(line)
+                except json.JSONDecodeError:
+                    raise UserError(f"{path}:{n} is not valid JSON", "fix or remove that line") from None
+
+
+def _saved_dataset(path: Path) -> Iterator[Any]:
+    from datasets import DatasetDict, load_from_disk
+
+    data = load_from_disk(str(path))
+    if isinstance(data, DatasetDict):
+        data = data["train"] if "train" in data else next(iter(data.values()))
+    yield from data
+
+
+def load_responses(path: str | Path, examples: dict[str, dict[str, Any]], rejects: Rejects) -> list[Response]:
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"responses file {path} not found",
+                        'pass a JSONL of {"id": <example id>, "response": ...} lines')
+    out = []
+    with path.open(encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                out.append(_response(n, json.loads(line), examples))
+            except (ValueError, TypeError) as exc:  # JSON, validation and shape errors
+                rejects.add(path, n, str(exc).splitlines()[0], line.strip())
+    return out
+
+
+def _response(n: int, record: Any, examples: dict[str, dict[str, Any]]) -> Response:
+    if not isinstance(record, dict):
+        raise ValueError("a line must be a JSON object")
+    example_id = str(record.get("id", ""))
+    if example_id not in examples:
+        raise ValueError(f"id {example_id!r} is not in the dataset")
+    completion = record.get("response")
+    if not isinstance(completion, (str, list)) or (isinstance(completion, list)
+                                                   and not all(isinstance(m, dict) for m in completion)):
+        raise ValueError("'response' must be a string or a list of chat messages")
+    snippets = record.get("snippets")
+    store = None if snippets is None else SnippetStore(Snippet.model_validate(s) for s in snippets)
+    return Response(n, example_id, completion, store)

@@ -1,0 +1,118 @@
+"""`rubricforge reward score`: every response of a JSONL scored against its example, resumably.
+
+Each scored response is appended at once to the output JSONL (``{"key": "<id>#<line>", "id", "line",
+"rewards": {name: {"value", ...details}}}``), so an interrupted run keeps what it finished; the same
+command then scores only responses that are missing, or that have an unscored reward (a judge that was
+down is asked again; the LLM cache answers everything it already said). The summary (mean, min, max,
+scored and unscored per reward, judge calls) goes to ``<out>.summary.json``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rubricforge.config import Config
+from rubricforge.corpora.rejects import Rejects
+from rubricforge.rubric_gen.inputs import Response, load_examples, load_responses
+from rubricforge.rubric_gen.scorer import RewardScorer, Rollout
+from rubricforge.rundir import StageLog, atomic_write_json
+
+
+@dataclass
+class ScoreSummary:
+    out: str
+    responses: int
+    scored_now: int
+    rewards: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> mean/min/max/scored/unscored
+    rejects: dict[str, Any] = field(default_factory=dict)
+    judge: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+def default_out(responses: str | Path) -> Path:
+    responses = Path(responses)
+    return responses.with_name(f"{responses.stem}.scores.jsonl")
+
+
+def score_responses(cfg: Config, dataset: str | Path, responses: str | Path, names: Sequence[str],
+                    out: str | Path | None = None, progress: bool = True) -> ScoreSummary:
+    for name in names:
+        RewardScorer.check_name(name)
+    examples = load_examples(dataset)
+    rejects = Rejects(Path(responses).with_name(f"{Path(responses).stem}.rejects.jsonl"))
+    todo = load_responses(responses, examples, rejects)
+    rejects.commit()
+    log = StageLog(out or default_out(responses))
+    pending = [r for r in todo if not _finished(log.get(r.key), names)]
+    judge_counts = asyncio.run(_score_all(cfg, examples, pending, tuple(names), log, progress))
+    summary = ScoreSummary(str(log.path), len(todo), len(pending), _stats(log, todo, names), rejects.summary(),
+                           judge_counts)
+    atomic_write_json(log.path.with_name(f"{log.path.stem}.summary.json"), vars(summary))
+    return summary
+
+
+def _finished(record: dict[str, Any] | None, names: Sequence[str]) -> bool:
+    return record is not None and all(record["rewards"].get(n, {}).get("value") is not None for n in names)
+
+
+async def _score_all(cfg: Config, examples: dict[str, dict[str, Any]], pending: list[Response],
+                     names: tuple[str, ...], log: StageLog, progress: bool) -> dict[str, dict[str, int]]:
+    from rubricforge.llm import LLMClient
+
+    client = LLMClient(cfg.llm)
+    scorer = RewardScorer(cfg, client)
+    slots = asyncio.Semaphore(cfg.reward.concurrency)
+    bar = _Bar(progress, len(pending))
+
+    async def one(response: Response) -> None:
+        async with slots:
+            got = await scorer.score(Rollout(examples[response.example_id], response.completion, response.snippets),
+                                     names)
+        log.append(response.key, {"id": response.example_id, "line": response.line, "rewards": got})
+        bar.advance()
+
+    try:
+        with bar:
+            await asyncio.gather(*(one(r) for r in pending))
+    finally:
+        await client.aclose()
+    return scorer.judge.counts()
+
+
+def _stats(log: StageLog, todo: list[Response], names: Sequence[str]) -> dict[str, dict[str, Any]]:
+    out = {}
+    for name in names:
+        values = [(log.get(r.key) or {}).get("rewards", {}).get(name, {}).get("value") for r in todo]
+        scored = [v for v in values if v is not None]
+        out[name] = {"mean": statistics.fmean(scored) if scored else None, "min": min(scored, default=None),
+                     "max": max(scored, default=None), "scored": len(scored), "unscored": len(values) - len(scored)}
+    return out
+
+
+class _Bar:
+    """A rich progress bar over responses, or nothing."""
+
+    def __init__(self, enabled: bool, total: int):
+        self._progress = None
+        if enabled:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+            self._progress = Progress("scoring", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=True)
+            self._task = self._progress.add_task("scoring", total=total)
+
+    def __enter__(self) -> _Bar:
+        if self._progress is not None:
+            self._progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+    def advance(self) -> None:
+        if self._progress is not None:
+            self._progress.advance(self._task)

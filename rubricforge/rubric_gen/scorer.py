@@ -1,0 +1,223 @@
+"""Scores one agent rollout against its dataset example with every reward rubricforge implements.
+
+:class:`Rollout` is what is scored: the example's columns (a dataset row), the completion (a string, or
+TRL's list of chat messages) and optionally the rollout's :class:`~rubricforge.corpora.snippets.SnippetStore`.
+Cited ids resolve against the transcript's own tool responses first, then the store.
+
+:class:`RewardScorer` computes each component once per rollout (concurrent callers share one
+computation, so TRL reward functions for the composite and for its parts judge each criterion once), on
+top of the LLM cache (re-scoring a rollout later costs no judge call). Columns used:
+
+* DeepRubric rewards: ``question``, ``rubrics``;
+* Report-RL (MindDR §5.3): ``question``, ``race_rubrics`` (App. 8.1 layout, JSON string or mapping),
+  ``reference_report``;
+* Search-RL (MindDR §5.2): ``question``, ``answer``, ``answer_aliases`` (optional), ``entities``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from rubricforge.config import Config
+from rubricforge.errors import UserError
+from rubricforge.rubric_gen import report_rules, search_rl
+from rubricforge.rubric_gen.citation_reward import citation_reward
+from rubricforge.rubric_gen.composite import composite
+from rubricforge.rubric_gen.format_reward import format_reward
+from rubricforge.rubric_gen.judging import Judge
+from rubricforge.rubric_gen.orm import orm_reward
+from rubricforge.rubric_gen.race import RaceRubrics, race_score
+from rubricforge.rubric_gen.rubric_reward import criteria_from, rubric_reward
+from rubricforge.rubric_gen.search_reward import search_reward
+from rubricforge.rubric_gen.trajectory import Trajectory, cited_ids, parse_trajectory
+
+if TYPE_CHECKING:
+    from rubricforge.corpora.snippets import SnippetStore
+    from rubricforge.llm import LLMClient
+
+MEMO_SIZE = 4096
+DEEPRUBRIC = ("rubric", "format", "citation", "search", "composite")
+REPORT = ("race", "report_citation", "report_format", "report")
+SEARCH_RL = ("prm", "orm", "search_rl")
+ALL = DEEPRUBRIC + REPORT + SEARCH_RL
+GROUPS = {"deeprubric": DEEPRUBRIC, "report": REPORT, "search_rl": SEARCH_RL, "all": ALL}
+
+
+@dataclass
+class Rollout:
+    example: Mapping[str, Any]
+    completion: str | list[dict[str, Any]]
+    snippets: SnippetStore | None = None
+
+    def key(self) -> str:
+        content = json.dumps([self.example.get("id"), self.example.get("question"), self.completion],
+                             sort_keys=True, ensure_ascii=False, default=str)
+        return hashlib.sha256(content.encode("utf-8")).hexdigest()
+
+    def column(self, name: str) -> Any:
+        value = self.example.get(name)
+        if value is None:
+            raise UserError(f"example {self.example.get('id', '?')!r} has no '{name}' column",
+                            f"score it with rewards that do not need '{name}', or add the column to the dataset")
+        return value
+
+
+class RewardScorer:
+    def __init__(self, cfg: Config, client: LLMClient, judge_role: str = "judge"):
+        self.cfg = cfg
+        self.judge = Judge(client, judge_role)
+        self.scheduler = search_rl.CoefficientScheduler()
+        self._memo: OrderedDict[tuple[str, str], asyncio.Future[Any]] = OrderedDict()
+        self._parsed: OrderedDict[str, Trajectory] = OrderedDict()
+
+    # ------------------------------------------------------------ one component
+
+    async def component(self, name: str, rollout: Rollout) -> float | None:
+        """The value of one reward (a name of :data:`ALL`) for ``rollout``; None = unscored."""
+        details = await self.details(name, rollout)
+        return details["value"]
+
+    @staticmethod
+    def check_name(name: str) -> None:
+        if name not in ALL:
+            raise UserError(f"unknown reward '{name}'", f"use one of: {', '.join(ALL)}")
+
+    async def details(self, name: str, rollout: Rollout) -> dict[str, Any]:
+        self.check_name(name)
+        return await self._once((name, rollout.key()), lambda: getattr(self, f"_{name}")(rollout))
+
+    async def score(self, rollout: Rollout, names: tuple[str, ...] = DEEPRUBRIC) -> dict[str, dict[str, Any]]:
+        """Every reward of ``names`` for one rollout: name -> {"value", ...details}."""
+        got = await asyncio.gather(*(self.details(n, rollout) for n in names))
+        return dict(zip(names, got))
+
+    async def _once(self, key: tuple[str, str], compute: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        fut = self._memo.get(key)
+        if fut is None or fut.get_loop() is not loop or (fut.done() and fut.exception() is not None):
+            fut = self._memo[key] = loop.create_task(compute())
+            while len(self._memo) > MEMO_SIZE:
+                self._memo.popitem(last=False)
+        return await asyncio.shield(fut)
+
+    # ------------------------------------------------------------ parsing shared by the components
+
+    def _trajectory(self, rollout: Rollout) -> Trajectory:
+        key = rollout.key()
+        if (traj := self._parsed.get(key)) is None:
+            traj = self._parsed[key] = parse_trajectory(rollout.completion)
+            while len(self._parsed) > MEMO_SIZE:
+                self._parsed.popitem(last=False)
+        return traj
+
+    def _snippet_texts(self, traj: Trajectory, rollout: Rollout) -> dict[str, str]:
+        texts = traj.snippet_texts()
+        if rollout.snippets is not None and traj.answer:
+            for sid in cited_ids(traj.answer):
+                if sid not in texts and (snippet := rollout.snippets.get(sid)) is not None:
+                    texts[sid] = snippet.text
+        return texts
+
+    # ------------------------------------------------------------ DeepRubric (Eq. 4, 5, 7, 8, App. A.4)
+
+    async def _rubric(self, rollout: Rollout) -> dict[str, Any]:
+        criteria = criteria_from(rollout.column("rubrics"), where=f"example {rollout.example.get('id', '?')!r} rubrics")
+        got = await rubric_reward(self.judge, str(rollout.column("question")), self._trajectory(rollout).answer,
+                                  criteria, self.cfg.reward.judge_mode)
+        return {"value": got.value, "raw": got.raw, "per_criterion": got.per_criterion, "unscored": got.unscored}
+
+    async def _format(self, rollout: Rollout) -> dict[str, Any]:
+        got = format_reward(self._trajectory(rollout))
+        return {"value": got.total, "components": got.components}
+
+    async def _search(self, rollout: Rollout) -> dict[str, Any]:
+        r = self.cfg.reward
+        traj = self._trajectory(rollout)
+        return {"value": search_reward(traj, upper=r.search_upper, distinct_queries=r.distinct_queries),
+                "tool_calls": len(traj.tool_calls)}
+
+    async def _citation(self, rollout: Rollout) -> dict[str, Any]:
+        traj = self._trajectory(rollout)
+        got = await citation_reward(self.judge, str(rollout.column("question")), traj.answer,
+                                    self._snippet_texts(traj, rollout))
+        return {"value": got.value, "f1": got.f1, "r_fmt": got.r_fmt, "claims": len(got.claims),
+                "format": got.format_detail}
+
+    async def _composite(self, rollout: Rollout) -> dict[str, Any]:
+        parts = await asyncio.gather(*(self.details(n, rollout) for n in ("rubric", "format", "citation", "search")))
+        values = {n: p["value"] for n, p in zip(("rubric", "format", "citation", "search"), parts)}
+        return {"value": composite(values, self.cfg.reward.weights), "components": values}
+
+    # ------------------------------------------------------------ Report-RL (MindDR Eq. 10–12)
+
+    def _report_text(self, rollout: Rollout) -> str:
+        """The report: the answer, else an unclosed answer's text, else the last turn."""
+        traj = self._trajectory(rollout)
+        if traj.answer is not None:
+            return traj.answer
+        return traj.partial_answer or (traj.steps[-1].text if traj.steps else "")
+
+    async def _race(self, rollout: Rollout) -> dict[str, Any]:
+        rubrics = _race_rubrics(rollout)
+        got = await race_score(self.judge, str(rollout.column("question")), self._report_text(rollout),
+                               str(rollout.column("reference_report")), rubrics)
+        return {"value": got.value, "dimensions": got.dimensions, "target": got.target, "reference": got.reference}
+
+    async def _report_citation(self, rollout: Rollout) -> dict[str, Any]:
+        traj = self._trajectory(rollout)
+        n_ref = report_rules.count_citations(str(rollout.column("reference_report")))
+        counts = report_rules.count_report_citations(self._report_text(rollout), self._snippet_texts(traj, rollout),
+                                                     tau=self.cfg.reward.citation_relevance_threshold)
+        return {"value": report_rules.report_citation_reward(counts.n_gen, n_ref, counts.n_valid),
+                "n_gen": counts.n_gen, "n_ref": n_ref, "n_valid": counts.n_valid}
+
+    async def _report_format(self, rollout: Rollout) -> dict[str, Any]:
+        completion = rollout.completion if isinstance(rollout.completion, str) else "\n".join(
+            step.text for step in self._trajectory(rollout).steps)
+        v = report_rules.report_format_violations(completion, tag=self.cfg.reward.answer_tag)
+        return {"value": -float(v.v_tag + v.v_md + v.v_ref), "v_tag": v.v_tag, "v_md": v.v_md, "v_ref": v.v_ref,
+                "details": list(v.details)}
+
+    async def _report(self, rollout: Rollout) -> dict[str, Any]:
+        race, cite, fmt = await asyncio.gather(*(self.details(n, rollout)
+                                                 for n in ("race", "report_citation", "report_format")))
+        r = self.cfg.reward
+        value = None if race["value"] is None else (
+            race["value"] + r.report_lambda_cite * cite["value"] + r.report_lambda_format * fmt["value"])
+        return {"value": value, "race": race["value"], "citation": cite["value"], "format": fmt["value"]}
+
+    # ------------------------------------------------------------ Search-RL (MindDR Eq. 6–9)
+
+    def _entities(self, rollout: Rollout) -> list[str]:
+        entities = rollout.column("entities")
+        return [entities] if isinstance(entities, str) else list(entities)
+
+    async def _prm(self, rollout: Rollout) -> dict[str, Any]:
+        return {"value": search_rl.prm_reward(self._trajectory(rollout), self._entities(rollout))}
+
+    async def _orm(self, rollout: Rollout) -> dict[str, Any]:
+        aliases = rollout.example.get("answer_aliases") or []
+        got = await orm_reward([self.judge], str(rollout.column("question")), self._trajectory(rollout).answer,
+                               str(rollout.column("answer")), list(aliases), votes=self.cfg.reward.orm_votes)
+        return {"value": got.value, "votes": got.votes}
+
+    async def _search_rl(self, rollout: Rollout) -> dict[str, Any]:
+        orm = await self.details("orm", rollout)
+        got = search_rl.search_rl_reward(self._trajectory(rollout), self._entities(rollout), orm["value"],
+                                         self.scheduler.weights)
+        return {"value": got.total, **{k: v for k, v in asdict(got).items() if k != "total"}}
+
+
+def _race_rubrics(rollout: Rollout) -> RaceRubrics:
+    raw = rollout.column("race_rubrics")
+    try:
+        return RaceRubrics.model_validate(json.loads(raw) if isinstance(raw, str) else raw)
+    except ValueError as exc:
+        raise UserError(f"example {rollout.example.get('id', '?')!r}: race_rubrics is not an App. 8.1 rubric "
+                        f"({str(exc).splitlines()[0]})", "regenerate it with rubricforge's RACE rubric generator") from None

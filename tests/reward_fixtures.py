@@ -1,0 +1,65 @@
+"""Hand-built rollouts and a scripted judge for the reward tests.
+
+``scripted_judge(body)`` answers each judge prompt the way a fixed judge would: rubric scores by
+criterion id (:data:`SCORES`), citation verdicts by statement (:data:`SUPPORT`, :data:`RELEVANT`,
+:data:`NEEDS`), ORM votes by the request's seed (:data:`VOTES`), and "no institution" for the tense check.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from llm_fakes import Reply
+
+S1, S2, BAD = "s1aaaaaaaaa", "s2bbbbbbbbb", "sxxxxxxxxxx"
+QUESTION = "How tall is the Eiffel Tower and when was it completed?"
+ANSWER = (f'The tower stands in Paris. <cite id="{S1}">The Eiffel Tower is 330 metres tall.</cite> '
+          f'<cite id="{S2}, {BAD}">It was completed in 1889 for the World\'s Fair.</cite>')
+ROLLOUT = (
+    "<think>I need the height and the completion date.</think>\n"
+    '<tool_call>{"name": "search", "arguments": {"query": ["Eiffel Tower height"]}}</tool_call>\n'
+    f"<tool_response><snippet id={S1}>The Eiffel Tower is 330 metres tall.</snippet>"
+    f"<snippet id={S2}>It was completed in 1889 for the World's Fair.</snippet></tool_response>\n"
+    f"<think>Both facts are in the snippets.</think>\n<answer>{ANSWER}</answer>")
+RUBRICS = [
+    {"id": "c1", "type": "factual", "description": "States the height of 330 metres.", "weight": 1.0,
+     "evidence": ["The Eiffel Tower is 330 metres tall."]},
+    {"id": "c2", "type": "logical", "description": "Relates the completion to the World's Fair.", "weight": 0.5},
+    {"id": "c3", "type": "factual", "description": "Claims the tower is in London (a pitfall).", "weight": -0.5},
+]
+EXAMPLE = {"id": "ex1", "question": QUESTION, "rubrics": RUBRICS, "answer": "1889", "answer_aliases": ["in 1889"],
+           "entities": ["Eiffel Tower", "World's Fair", "Gustave Eiffel"]}
+SCORES = {"c1": 4, "c2": 2, "c3": 0}
+SUPPORT = {"The Eiffel Tower is 330 metres tall.": "Fully supported",
+           "It was completed in 1889 for the World's Fair.": "Partially supported"}
+RELEVANT = {"The Eiffel Tower is 330 metres tall.": "Relevant",
+            "It was completed in 1889 for the World's Fair.": "Relevant"}
+NEEDS = {"The tower stands in Paris.": "No"}
+VOTES = {0: 1, 1: 0, 2: 1}
+
+
+def _between(text: str, tag: str) -> str:
+    found = re.search(rf"<{tag}>(.*?)</{tag}>", text, re.S)
+    return found.group(1) if found else ""
+
+
+def scripted_judge(body: dict[str, Any]) -> Reply:
+    prompt = "\n".join(str(m.get("content", "")) for m in body["messages"])
+    if "<criterion>" in prompt:
+        cid = re.search(r"<criterion>ID: (\w+)", prompt).group(1)
+        return Reply(json.dumps({"score": SCORES[cid]}))
+    if "<criterion id=" in prompt:
+        return Reply(json.dumps({"scores": [{"id": c, "score": s} for c, s in SCORES.items()]}))
+    if "Need Citation" in prompt:
+        return Reply(f"Need Citation: [[{NEEDS[_between(prompt, 'statement')]}]] Analysis: scripted.")
+    if "Assess whether this statement is supported" in prompt:
+        return Reply(f"Rating: [[{SUPPORT[_between(prompt, 'statement')]}]] Analysis: scripted.")
+    if "contains key information" in prompt:
+        return Reply(f"Rating: [[{RELEVANT[_between(prompt, 'statement')]}]] Analysis: scripted.")
+    if "<ground_truth>" in prompt:
+        return Reply(json.dumps({"rationale": "scripted", "correct": VOTES[int(body.get("seed", 0))]}))
+    if "forecasting institution" in prompt:
+        return Reply(json.dumps({"result": "no", "detail": "none named"}))
+    raise AssertionError(f"unexpected judge prompt: {prompt[:200]}")
