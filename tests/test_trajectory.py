@@ -173,6 +173,14 @@ def test_consecutive_responses_join_one_step_and_unclosed_response():
     assert t.problems == ["unclosed <tool_response>", "step 1: unclosed <snippet> s3"]
 
 
+def test_unclosed_item_or_response_ends_at_the_next_one():
+    t = parse_trajectory("<tool_response><snippet id=a>open <webpage id=b>page</webpage></tool_response>"
+                         "<think>x</think><tool_response>unclosed <tool_response><snippet id=c>z</snippet></tool_response>")
+    assert t.snippet_texts() == {"a": "open", "b": "page", "c": "z"}
+    assert [r.text for r in t.tool_responses][1:] == ["unclosed ", "<snippet id=c>z</snippet>"]
+    assert t.problems == ["unclosed <tool_response>", "step 0: unclosed <snippet> a"]
+
+
 def test_empty_completion_is_one_empty_step():
     t = parse_trajectory("")
     assert len(t.steps) == 1 and t.steps[0].layout == () and t.answer is None

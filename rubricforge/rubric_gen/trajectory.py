@@ -59,10 +59,12 @@ _TAG = re.compile(r"<\s*(/?)\s*(think|tool_call|answer)\s*>", re.IGNORECASE)
 _OPEN = re.compile(r"<\s*(think|tool_call|answer)\s*>", re.IGNORECASE)
 _CALL_OPEN = re.compile(r"<\s*tool_call\s*>", re.IGNORECASE)
 _CLOSE = {name: re.compile(rf"<\s*/\s*{name}\s*>", re.IGNORECASE) for name in BLOCKS}
-_RESPONSE = re.compile(r"<tool_response>(.*?)(</tool_response>|\Z)", re.IGNORECASE | re.DOTALL)
-_ITEM = re.compile(r"""<(snippet|webpage)\s+id\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>]+))\s*>(.*?)(</\1\s*>|\Z)""",
-                   re.IGNORECASE | re.DOTALL)
-_NEXT_ITEM = re.compile(r"<(?:snippet|webpage)\s", re.IGNORECASE)
+# An unclosed response or item ends where the next one opens (or at the end of the text).
+_RESPONSE = re.compile(r"<tool_response>((?:(?!<tool_response>).)*?)(</tool_response>|(?=<tool_response>)|\Z)",
+                       re.IGNORECASE | re.DOTALL)
+_ITEM_OPEN = r"<(?:snippet|webpage)\s"
+_ITEM = re.compile(rf"""<(snippet|webpage)\s+id\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>]+))\s*>"""
+                   rf"((?:(?!{_ITEM_OPEN}).)*?)(</\1\s*>|(?={_ITEM_OPEN})|\Z)", re.IGNORECASE | re.DOTALL)
 _SPECIAL = re.compile(r"<\|[^|<>]*\|>(?:(?:system|user|assistant|tool)\b)?")
 
 
@@ -292,12 +294,9 @@ def _response(text: str) -> tuple[ToolResponse, list[str]]:
     for m in _ITEM.finditer(text):
         kind = m.group(1).lower()
         item_id = next(g for g in m.groups()[1:4] if g is not None).strip()
-        body = m.group(5)
         if not m.group(6):
             problems.append(f"unclosed <{kind}> {item_id}")
-            nxt = _NEXT_ITEM.search(body)
-            body = body[:nxt.start()] if nxt else body
-        items.append(ToolItem(item_id, kind, body.strip()))  # type: ignore[arg-type]
+        items.append(ToolItem(item_id, kind, m.group(5).strip()))  # type: ignore[arg-type]
     return ToolResponse(text, items), problems
 
 
