@@ -27,13 +27,24 @@ class JobResult:
 
 
 def build_dataset(cfg: Config, progress: bool = True, push_to_hub: str | None = None) -> JobResult:
-    """Run (or resume) the stages in ``cfg.run_dir``, export the dataset and write the viewer."""
-    from rubricforge.export import export_dataset, write_viewer
-    from rubricforge.export.hub import check_push
+    """Run (or resume) the stages in ``cfg.run_dir`` in this process, export the dataset and write the
+    viewer. (``rubricforge build`` runs the same parts as a Prefect flow: :mod:`rubricforge.flows`.)"""
+    check_push(push_to_hub)
+    return export_run(cfg, run_build(cfg, progress=progress), push_to_hub)
+
+
+def check_push(push_to_hub: str | None) -> None:
+    """A bad Hub id or a missing token fails now, not after the whole run."""
+    from rubricforge.export.hub import check_push as check
 
     if push_to_hub is not None:
-        check_push(push_to_hub)  # a bad id or a missing token fails now, not after the whole run
-    summary = run_build(cfg, progress=progress)
+        check(push_to_hub)
+
+
+def export_run(cfg: Config, summary: BuildSummary, push_to_hub: str | None = None) -> JobResult:
+    """Export the stages' output in ``summary.run_dir`` and write the viewer."""
+    from rubricforge.export import export_dataset, write_viewer
+
     exported = export_dataset(summary.run_dir, cfg, push_to_hub=push_to_hub)
     viewer = write_viewer(summary.run_dir)
     result = JobResult(summary, str(exported["path"]), str(viewer), int(exported["n_examples"]),

@@ -55,12 +55,13 @@ def _estimate_tokens(request: Request) -> int:
 
 
 class LLMClient:
-    def __init__(self, cfg: LLMConfig):
+    def __init__(self, cfg: LLMConfig, limits: LimitRegistry | None = None):
+        """``limits``: the concurrency and rate limits to respect (default: this client's own, in-process)."""
         self.cfg = cfg
         self.ledger = Ledger(cfg.max_cost_usd, cfg.max_tokens)
         self.cache = ResponseCache(cfg.cache_path) if cfg.cache_path else None
         self.recorder = Recorder(cfg.record_path) if cfg.record_path else None
-        self._limits = LimitRegistry()
+        self._limits = limits or LimitRegistry()
         self._lock = threading.Lock()
         self._backends: dict[str, Backend] = {}
         self._prepared: set[str] = set()

@@ -1,5 +1,7 @@
-"""Stages 1–3 of the main job, resumable: ``run_build(cfg)``. :func:`rubricforge.jobs.build_dataset`
-runs it and then the export (what ``rubricforge build`` runs).
+"""Stages 1–3 of the main job, resumable. ``run_build(cfg)`` runs them in this process (then
+:func:`rubricforge.jobs.build_dataset` exports); the Prefect flows (:mod:`rubricforge.flows`) compose the
+same three parts across workers: :func:`prepare_build` (seeds, checks, a ``running`` manifest) once,
+:class:`TreeWorker` for single trees (or single stages of them) anywhere, :func:`finish_build` once.
 
 In ``cfg.run_dir``::
 
@@ -9,11 +11,12 @@ In ``cfg.run_dir``::
     candidates.jsonl stage 2: key = candidate id, "candidate" = Candidate (rule-checked)
     verdicts.jsonl   stage 3: key = candidate id, "verification" = Verification
     manifest.json    versions, corpus hash, models, prompt hashes, counts, tokens and cost per stage
+    ledgers/         one file per invocation and worker: its LLM ledger and computed items
 
 Each finished item is appended to its log at once, so a killed run loses at most the items in
 flight; the same command then reads the logs back and does only what is missing (the LLM cache
-answers the calls the killed run had already made). Trees run concurrently, at most
-``build.tree_concurrency`` at a time; each goes through the three stages on its own.
+answers the calls the killed run had already made). In ``run_build`` trees run concurrently, at
+most ``build.tree_concurrency`` at a time; each goes through the three stages on its own.
 
 Decisions:
 
@@ -36,7 +39,6 @@ import asyncio
 import contextlib
 import functools
 import platform
-import time
 import uuid
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -48,6 +50,8 @@ import yaml
 
 from rubricforge.config import Config
 from rubricforge.errors import BudgetExceeded, UserError
+from rubricforge.pipelines.build_progress import watch_progress
+from rubricforge.pipelines.ledgers import invocation_totals, ledger_path, sum_ledgers
 from rubricforge.pipelines.prompting import prompt_hashes
 from rubricforge.pipelines.seeds import Seed, load_or_sample_seeds
 from rubricforge.rundir import StageLog, atomic_write_json, atomic_write_text
@@ -56,7 +60,9 @@ from rubricforge.schema import Candidate, EvidenceTree, Verification
 if TYPE_CHECKING:
     from rubricforge.corpora.index_store import CorpusIndex
     from rubricforge.llm import LLMClient
+    from rubricforge.llm.limits import LimitRegistry
 
+STAGES = ("trees", "candidates", "verdicts")  # the stage logs, in order
 VERSIONED_PACKAGES = ("rubricforge", "pydantic", "litellm", "llama_cpp_python", "sentence-transformers", "torch",
                       "faiss-cpu", "datasets")
 
@@ -86,12 +92,60 @@ class BuildSummary:
 
 
 def run_build(cfg: Config, progress: bool = True) -> BuildSummary:
-    """Run (or resume) stages 1–3 in ``cfg.run_dir``; see the module docstring."""
-    return asyncio.run(_Build(cfg, progress).run())
+    """Run (or resume) stages 1–3 in ``cfg.run_dir`` in this process; see the module docstring."""
+    return asyncio.run(_run_build(cfg, progress))
+
+
+async def _run_build(cfg: Config, progress: bool) -> BuildSummary:
+    index = open_index(cfg, progress)
+    try:
+        plan = prepare_build(cfg, index)
+        worker = TreeWorker(cfg, plan.invocation, index=index)
+        try:
+            with watch_progress(plan.run_dir, tree_ids(len(plan.seeds)), plan.invocation, enabled=progress):
+                outcomes = await _run_trees(worker, plan.seeds, cfg.build.tree_concurrency)
+        except UserError as exc:
+            write_manifest(cfg, plan, f"failed: {exc}")
+            raise
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            write_manifest(cfg, plan, "interrupted")
+            raise
+        finally:
+            await worker.aclose()
+    finally:
+        index.close()
+    return finish_build(cfg, plan, build_status(outcomes))
+
+
+async def _run_trees(worker: TreeWorker, seeds: list[Seed], concurrency: int) -> list[dict[str, str]]:
+    """Every seed's tree through the three stages, ``concurrency`` trees at a time; the first failure
+    cancels the others (their finished items are already logged)."""
+    sem = asyncio.Semaphore(concurrency)
+
+    async def one(seed: Seed) -> dict[str, str]:
+        async with sem:
+            return await worker.run(seed)
+
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(one(seed)) for seed in seeds]
+    except BaseExceptionGroup as eg:
+        raise eg.exceptions[0] from None
+    return [t.result() for t in tasks]
+
+
+def build_status(outcomes: list[dict[str, str]]) -> str:
+    """``complete``, or the first ``stopped: <reason>`` among the trees' outcomes."""
+    return next((o["status"] for o in outcomes if o["status"] != "complete"), "complete")
 
 
 def tree_id_for(seed: Seed) -> str:
-    return f"tree-{seed.index:04d}"
+    return tree_ids(seed.index + 1)[-1]
+
+
+def tree_ids(n: int) -> list[str]:
+    """The ids of a run's first ``n`` trees (seeds are numbered from 0)."""
+    return [f"tree-{i:04d}" for i in range(n)]
 
 
 def tree_settings(cfg: Config, corpus_hash: str, generator_model: str) -> dict[str, Any]:
@@ -123,101 +177,137 @@ class _CountingClient:
         return getattr(self._client, name)
 
 
-class _Build:
-    def __init__(self, cfg: Config, progress: bool):
-        self.cfg, self.show_progress = cfg, progress
-        self.run_dir = Path(cfg.run_dir)
-        self.started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        self.invocation = uuid.uuid4().hex[:12]
-        self.t0 = time.monotonic()
-        self.computed: Counter[str] = Counter()
+# ---------------------------------------------------------------- the run: prepare and finish
 
-    # ---------------------------------------------------------- the run
 
-    async def run(self) -> BuildSummary:
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        index = _open_or_build_index(self.cfg, self.show_progress)
-        try:
-            status = await self._run(index)
-        finally:
-            index.close()
-        return self._finish(status)
+@dataclass
+class BuildPlan:
+    """What one invocation works on (plain data, so it can travel to other processes)."""
 
-    async def _run(self, index: CorpusIndex) -> str:
-        """Stages 1–3 for every seed; returns the run's status."""
+    run_dir: str
+    invocation: str
+    started: str
+    seeds: list[Seed]
+    corpus_hash: str
+    models: dict[str, str]
+    settings: dict[str, Any]
+
+
+def prepare_build(cfg: Config, index: CorpusIndex | None = None, invocation: str | None = None) -> BuildPlan:
+    """Seeds, the resumability check, ``config.yaml`` and a ``running`` manifest (opens ``index`` if not given)."""
+    run_dir = Path(cfg.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with contextlib.ExitStack() as stack:
+        if index is None:
+            index = stack.enter_context(open_index(cfg, progress=False))
+        seeds = load_or_sample_seeds(run_dir, index.iter_passages(), n=cfg.build.n_trees, seed=cfg.build.seed,
+                                     corpus_hash=index.corpus_hash)
+        corpus_hash = index.corpus_hash
+    models = {role: cfg.llm.role(role).model for role in ("generator", "verifier")}
+    plan = BuildPlan(str(run_dir), invocation or uuid.uuid4().hex[:12], _now(), seeds, corpus_hash, models,
+                     tree_settings(cfg, corpus_hash, models["generator"]))
+    _check_resumable(run_dir, plan.settings)
+    atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(cfg.public_dict(), sort_keys=False))
+    write_manifest(cfg, plan, "running")
+    return plan
+
+
+def finish_build(cfg: Config, plan: BuildPlan, status: str) -> BuildSummary:
+    """The summary of everything the run directory holds for the plan's seeds, also written to the manifest."""
+    summary = _summary(cfg, plan, status)
+    write_manifest(cfg, plan, status, summary)
+    return summary
+
+
+def _check_resumable(run_dir: Path, settings: dict[str, Any]) -> None:
+    previous = _read_json(run_dir / "manifest.json").get("tree_settings")
+    if not previous or previous == settings or not len(StageLog(run_dir / "trees.jsonl")):
+        return
+    changed = ", ".join(f"{k}: {previous.get(k)!r} -> {v!r}" for k, v in settings.items() if previous.get(k) != v)
+    raise UserError(f"{run_dir} holds trees made with other settings ({changed})",
+                    "use a new run directory (--set run_dir=runs/<new>) or the same settings to resume")
+
+
+# ---------------------------------------------------------------- one process's share of the trees
+
+
+class TreeWorker:
+    """The index, tools, LLM client and tree builder of one process, running single trees of one invocation.
+
+    ``run(seed, stages)`` takes a seed through the given stages (the others must be finished already)
+    and logs each finished item at once. Its LLM ledger and counts go to
+    ``ledgers/<invocation>--<worker>.json`` after every item, so the invocation's totals add up over
+    every process that worked on it. ``limits`` replaces the client's in-process LLM limits (e.g. with
+    limits shared by every worker of a cluster).
+    """
+
+    def __init__(self, cfg: Config, invocation: str, index: CorpusIndex | None = None,
+                 limits: LimitRegistry | None = None):
         from rubricforge.corpora.tools import ToolBox
         from rubricforge.llm import LLMClient
         from rubricforge.pipelines.evidence_tree import TreeBuilder
 
-        self.corpus_hash = index.corpus_hash
-        self.seeds = load_or_sample_seeds(self.run_dir, index.iter_passages(), n=self.cfg.build.n_trees,
-                                          seed=self.cfg.build.seed, corpus_hash=self.corpus_hash)
-        self.trees, self.candidates, self.verdicts = (StageLog(self.run_dir / f"{n}.jsonl")
-                                                      for n in ("trees", "candidates", "verdicts"))
-        self.client = _CountingClient(LLMClient(self.cfg.llm))
-        self.models = {role: self.client.model_name(role) for role in ("generator", "verifier")}
-        self.settings = tree_settings(self.cfg, self.corpus_hash, self.models["generator"])
-        self._check_resumable()
-        atomic_write_text(self.run_dir / "config.yaml", yaml.safe_dump(self.cfg.public_dict(), sort_keys=False))
+        self.cfg, self.run_dir = cfg, Path(cfg.run_dir)
+        self._own_index = index is None
+        self.index = open_index(cfg, progress=False) if index is None else index
+        self.trees, self.candidates, self.verdicts = (StageLog(self.run_dir / f"{n}.jsonl") for n in STAGES)
+        self.client = _CountingClient(LLMClient(cfg.llm, limits=limits))
+        self.tools = ToolBox.from_config(cfg, index=self.index)
+        self.builder = TreeBuilder(cfg, self.client, self.tools, self.index.embed_queries, self.index.corpus_hash)
+        self.computed: Counter[str] = Counter()
+        self.ledger_path = ledger_path(self.run_dir, invocation, uuid.uuid4().hex[:8])
+
+    async def run(self, seed: Seed, stages: tuple[str, ...] = STAGES) -> dict[str, str]:
+        """``{"tree_id", "status"}``; status is ``complete`` or ``stopped: <reason>`` (budget spent)."""
+        key, last = tree_id_for(seed), max(STAGES.index(s) for s in stages)
         try:
-            with ToolBox.from_config(self.cfg, index=index) as tools, self._progress():
-                self.tools = tools
-                self.builder = TreeBuilder(self.cfg, self.client, tools, index.embed_queries, self.corpus_hash)
-                self._write_manifest("running")
-                try:
-                    await self._run_trees()
-                finally:
-                    self.builder.close()
+            tree = await self._stage1(seed, "trees" in stages)
+            if last >= 1:
+                candidate = await self._stage2(tree, "candidates" in stages)
+                if last >= 2:
+                    await self._stage3(candidate, tree)
         except BudgetExceeded as exc:
-            return f"stopped: {exc}"
-        except UserError as exc:
-            self._write_manifest(f"failed: {exc}")
-            raise
-        except (asyncio.CancelledError, KeyboardInterrupt):
-            self._write_manifest("interrupted")
-            raise
+            return {"tree_id": key, "status": f"stopped: {exc}"}
         finally:
-            await self.client.aclose()
-        return "complete"
+            self._save_ledger()
+        return {"tree_id": key, "status": "complete"}
 
-    async def _run_trees(self) -> None:
-        """Every seed's tree through the three stages, ``build.tree_concurrency`` trees at a time; the
-        first failure cancels the others (their finished items are already logged)."""
-        sem = asyncio.Semaphore(self.cfg.build.tree_concurrency)
-        refresher = asyncio.create_task(self._refresh_loop())
-        try:
-            async with asyncio.TaskGroup() as group:
-                for seed in self.seeds:
-                    group.create_task(self._one_tree(seed, sem))
-        except BaseExceptionGroup as eg:
-            raise eg.exceptions[0] from None
-        finally:
-            refresher.cancel()
-            self.refresh_progress()
+    async def aclose(self) -> None:
+        self.builder.close()
+        self.tools.close()
+        await self.client.aclose()
+        if self._own_index:
+            self.index.close()
 
-    async def _one_tree(self, seed: Seed, sem: asyncio.Semaphore) -> None:
-        async with sem:
-            tree = await self._stage1(seed)
-            candidate = await self._stage2(tree)
-            await self._stage3(candidate, tree)
-            self._write_manifest("running")
+    def _save_ledger(self) -> None:
+        atomic_write_json(self.ledger_path, {"ledger": self.client.ledger.summary(), "computed": dict(self.computed),
+                                             "ok": dict(self.client.ok), "failed": dict(self.client.failed)})
 
-    async def _stage1(self, seed: Seed) -> EvidenceTree:
+    @staticmethod
+    def _missing(key: str, stage: str) -> UserError:
+        return UserError(f"{key} has no finished {stage} record in the run directory",
+                         f"run the stage before {stage} first (or the whole build)")
+
+    async def _stage1(self, seed: Seed, compute: bool) -> EvidenceTree:
         key = tree_id_for(seed)
         if (done := self.trees.get(key)) is not None:
             return EvidenceTree.model_validate(done["tree"])
+        if not compute:
+            raise self._missing(key, "trees")
         tree = await self.builder.build(key, seed)
         self._check_generator()
         self.trees.append(key, {"tree": tree.model_dump(mode="json")})
         self.computed["trees"] += 1
         return tree
 
-    async def _stage2(self, tree: EvidenceTree) -> Candidate:
+    async def _stage2(self, tree: EvidenceTree, compute: bool) -> Candidate:
         from rubricforge.pipelines.synthesis import candidate_id
 
         source = self.cfg.build.rubric_source
         if (done := self.candidates.get(candidate_id(tree.id, source))) is not None:
             return Candidate.model_validate(done["candidate"])
+        if not compute:
+            raise self._missing(tree.id, "candidates")
         tree_candidate = await self._candidate(tree, "tree")
         if source == "tree":
             return tree_candidate
@@ -255,116 +345,82 @@ class _Build:
         self.verdicts.append(candidate.id, {"verification": verification.model_dump(mode="json")})
         self.computed["verdicts"] += 1
 
-    # ---------------------------------------------------------- checks
-
     def _check_generator(self) -> None:
         """Stop when every generator call so far failed: the model cannot do this job."""
         ok, failed = self.client.ok["generator"], self.client.failed["generator"]
         if ok == 0 and failed:
             last = _clip(self.client.last_error.get("generator", ""), 160)
-            raise UserError(f"the generator model ({self.models['generator']}) returned no valid JSON in {failed} "
-                            f"calls (last error: {last})",
+            raise UserError(f"the generator model ({self.client.model_name('generator')}) returned no valid JSON in "
+                            f"{failed} calls (last error: {last})",
                             "try a stronger model with --set llm.generator.model=... (see `rubricforge llm check`)")
 
-    def _check_resumable(self) -> None:
-        previous = _read_json(self.run_dir / "manifest.json").get("tree_settings")
-        if not previous or not len(self.trees) or previous == self.settings:
-            return
-        changed = ", ".join(f"{k}: {previous.get(k)!r} -> {v!r}" for k, v in self.settings.items() if previous.get(k) != v)
-        raise UserError(f"{self.run_dir} holds trees made with other settings ({changed})",
-                        "use a new run directory (--set run_dir=runs/<new>) or the same settings to resume")
 
-    # ---------------------------------------------------------- summary, manifest, progress
+# ---------------------------------------------------------------- totals, summary, manifest
 
-    def _finish(self, status: str) -> BuildSummary:
-        summary = self._summary(status)
-        self._write_manifest(status, summary)
-        return summary
 
-    def _summary(self, status: str) -> BuildSummary:
-        from rubricforge.pipelines.serialize import leaf_nodes
+def _summary(cfg: Config, plan: BuildPlan, status: str) -> BuildSummary:
+    from rubricforge.pipelines.serialize import leaf_nodes
+    from rubricforge.pipelines.synthesis import candidate_id
 
-        wanted = {tree_id_for(s) for s in self.seeds}
-        trees = [EvidenceTree.model_validate(r["tree"]) for k, r in _items(self.trees) if k in wanted]
-        source = self.cfg.build.rubric_source
-        candidates = [Candidate.model_validate(r["candidate"]) for _, r in _items(self.candidates)]
-        candidates = [c for c in candidates if c.rubric_source == source and c.tree_id in wanted]
-        verdicts = [Verification.model_validate(self.verdicts.get(c.id)["verification"])
-                    for c in candidates if c.id in self.verdicts]
-        decisions = Counter(v.decision for v in verdicts)
-        keep = set(self.cfg.build.keep_decisions)
-        retained = sum(1 for v in verdicts if v.decision in keep and not (v.decision == "REVISE" and v.rule_failures))
-        summary = BuildSummary(
-            run_dir=str(self.run_dir), status=status, trees=len(trees), nodes=sum(len(t.nodes) for t in trees),
-            leaves=sum(len(leaf_nodes(t)) for t in trees), dropped_children=sum(len(t.dropped) for t in trees),
-            candidates=len(candidates), rule_failures=sum(1 for c in candidates if c.rule_failures),
-            verified=len(verdicts), decisions=dict(decisions), retained=retained,
-            computed_now=dict(self.computed), ledger=self.client.ledger.summary().get("total", {}),
-            seconds=round(time.monotonic() - self.t0, 1))
-        if self.client.failed["verifier"] and not self.client.ok["verifier"]:
-            summary.warnings.append(f"the verifier model ({self.models['verifier']}) returned no valid JSON in "
-                                    f"{self.client.failed['verifier']} calls; try --set llm.verifier.model=...")
-        if len(self.seeds) < self.cfg.build.n_trees:
-            summary.warnings.append(f"the corpus has only {len(self.seeds)} documents to seed trees "
-                                    f"(build.n_trees={self.cfg.build.n_trees})")
-        return summary
+    run_dir = Path(plan.run_dir)
+    logs = {name: StageLog(run_dir / f"{name}.jsonl") for name in STAGES}
+    wanted = [tree_id_for(s) for s in plan.seeds]
+    trees = [EvidenceTree.model_validate(logs["trees"].get(k)["tree"]) for k in wanted if k in logs["trees"]]
+    candidates = [Candidate.model_validate(logs["candidates"].get(c)["candidate"])
+                  for c in (candidate_id(k, cfg.build.rubric_source) for k in wanted) if c in logs["candidates"]]
+    verdicts = [Verification.model_validate(logs["verdicts"].get(c.id)["verification"])
+                for c in candidates if c.id in logs["verdicts"]]
+    keep = set(cfg.build.keep_decisions)
+    totals = invocation_totals(run_dir, plan.invocation)
+    ok, failed = totals.get("ok", {}), totals.get("failed", {})
+    summary = BuildSummary(
+        run_dir=plan.run_dir, status=status, trees=len(trees), nodes=sum(len(t.nodes) for t in trees),
+        leaves=sum(len(leaf_nodes(t)) for t in trees), dropped_children=sum(len(t.dropped) for t in trees),
+        candidates=len(candidates), rule_failures=sum(1 for c in candidates if c.rule_failures),
+        verified=len(verdicts), decisions=dict(Counter(v.decision for v in verdicts)),
+        retained=sum(1 for v in verdicts if v.decision in keep and not (v.decision == "REVISE" and v.rule_failures)),
+        computed_now={k: int(v) for k, v in totals.get("computed", {}).items() if v},
+        ledger=totals.get("ledger", {}).get("total", {}),
+        seconds=round((datetime.now(timezone.utc) - datetime.fromisoformat(plan.started)).total_seconds(), 1))
+    if failed.get("verifier") and not ok.get("verifier"):
+        summary.warnings.append(f"the verifier model ({plan.models['verifier']}) returned no valid JSON in "
+                                f"{int(failed['verifier'])} calls; try --set llm.verifier.model=...")
+    if len(plan.seeds) < cfg.build.n_trees:
+        summary.warnings.append(f"the corpus has only {len(plan.seeds)} documents to seed trees "
+                                f"(build.n_trees={cfg.build.n_trees})")
+    return summary
 
-    def _write_manifest(self, status: str, summary: BuildSummary | None = None) -> None:
-        path = self.run_dir / "manifest.json"
-        previous = _read_json(path)
-        invocations = [i for i in previous.get("invocations", []) if i.get("id") != self.invocation]
-        invocations.append({"id": self.invocation, "started": self.started, "updated": _now(), "status": status,
-                            "ledger": self.client.ledger.summary()})
-        if summary is not None:
-            counts = summary.to_dict()
-            for key in ("run_dir", "status", "ledger", "warnings"):
-                counts.pop(key, None)
-        else:  # while running: cheap counts (the full summary reads every log)
-            counts = {"trees": len(self.trees), "candidates": len(self.candidates), "verified": len(self.verdicts),
-                      "computed_now": dict(self.computed)}
-        atomic_write_json(path, {
-            "status": status, "run_dir": str(self.run_dir), "updated": _now(), "versions": _versions(),
-            "corpus": {"hash": self.corpus_hash, "index_dir": str(self.cfg.index_dir()), "source": self.cfg.corpus.source},
-            "models": self.models, "prompt_hashes": prompt_hashes(), "tree_settings": self.settings,
-            "rubric_source": self.cfg.build.rubric_source, "counts": counts,
-            "ledger": _sum_ledgers([i["ledger"] for i in invocations]), "invocations": invocations,
-        })
 
-    @contextlib.contextmanager
-    def _progress(self):
-        self.bar = self.bar_task = None
-        if not self.show_progress:
-            yield
-            return
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        with Progress(TextColumn("[bold]build"), BarColumn(bar_width=20), MofNCompleteColumn(), TextColumn("trees"),
-                      TimeElapsedColumn(), TextColumn("{task.fields[stats]}"), console=Console(stderr=True),
-                      refresh_per_second=2) as bar:
-            self.bar, self.bar_task = bar, bar.add_task("build", total=len(self.seeds), stats="")
-            yield
-
-    async def _refresh_loop(self) -> None:
-        while True:
-            self.refresh_progress()
-            await asyncio.sleep(1.0)
-
-    def refresh_progress(self) -> None:
-        if self.bar is None:
-            return
-        total = self.client.ledger.summary().get("total", {})
-        tokens = int(total.get("prompt_tokens", 0)) + int(total.get("completion_tokens", 0))
-        done = sum(1 for s in self.seeds if tree_id_for(s) in self.trees)
-        self.bar.update(self.bar_task, completed=done, stats=(
-            f"cand {len(self.candidates)} · verdicts {len(self.verdicts)} · {int(total.get('calls', 0))} calls · "
-            f"{tokens / 1000:.1f}k tok · ${float(total.get('cost_usd', 0.0)):.4f}"))
+def write_manifest(cfg: Config, plan: BuildPlan, status: str, summary: BuildSummary | None = None) -> None:
+    """The run's manifest; every invocation's ledger is summed anew from its workers' ledger files."""
+    run_dir = Path(plan.run_dir)
+    path = run_dir / "manifest.json"
+    previous = _read_json(path)
+    invocations = [i for i in previous.get("invocations", []) if i.get("id") != plan.invocation]
+    invocations.append({"id": plan.invocation, "started": plan.started, "status": status})
+    for inv in invocations:
+        inv["ledger"] = invocation_totals(run_dir, inv["id"]).get("ledger") or inv.get("ledger", {})
+    invocations[-1]["updated"] = _now()
+    if summary is not None:
+        counts = summary.to_dict()
+        for key in ("run_dir", "status", "ledger", "warnings"):
+            counts.pop(key, None)
+    else:
+        counts = previous.get("counts", {})
+    atomic_write_json(path, {
+        "status": status, "run_dir": plan.run_dir, "updated": _now(), "versions": _versions(),
+        "corpus": {"hash": plan.corpus_hash, "index_dir": str(cfg.index_dir()), "source": cfg.corpus.source},
+        "models": plan.models, "prompt_hashes": prompt_hashes(), "tree_settings": plan.settings,
+        "rubric_source": cfg.build.rubric_source, "counts": counts,
+        "ledger": sum_ledgers([i["ledger"] for i in invocations]), "invocations": invocations,
+    })
 
 
 # ---------------------------------------------------------------- helpers
 
 
-def _open_or_build_index(cfg: Config, progress: bool) -> CorpusIndex:
+def open_index(cfg: Config, progress: bool) -> CorpusIndex:
+    """The corpus index of ``cfg`` (built first when missing)."""
     from rubricforge.corpora.build import build_index
     from rubricforge.corpora.index_store import META_FILE, CorpusIndex
 
@@ -377,10 +433,6 @@ def _open_or_build_index(cfg: Config, progress: bool) -> CorpusIndex:
     return index
 
 
-def _items(log: StageLog) -> list[tuple[str, dict[str, Any]]]:
-    return [(r["key"], r) for r in log.records()]
-
-
 def _read_json(path: Path) -> dict[str, Any]:
     import json
 
@@ -389,18 +441,6 @@ def _read_json(path: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
-
-
-def _sum_ledgers(ledgers: list[dict[str, Any]]) -> dict[str, Any]:
-    """Numbers summed key by key through nested dicts (the run's total over all its invocations)."""
-    out: dict[str, Any] = {}
-    for ledger in ledgers:
-        for key, value in ledger.items():
-            if isinstance(value, dict):
-                out[key] = _sum_ledgers([out.get(key, {}), value])
-            elif isinstance(value, (int, float)) and not isinstance(value, bool):
-                out[key] = out.get(key, 0) + value
-    return out
 
 
 @functools.lru_cache(maxsize=1)
