@@ -74,8 +74,8 @@ def _read_json(path: Path) -> dict[str, Any] | None:
         return None
 
 
-class _Progress:
-    """A rich progress bar on stderr, or nothing."""
+class StageBar:
+    """A rich progress bar on stderr for the stages, or nothing."""
 
     def __init__(self, enabled: bool):
         self._p = None
@@ -95,7 +95,7 @@ class _Progress:
                                TaskProgressColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
                                console=Console(stderr=True))
 
-    def __enter__(self) -> _Progress:
+    def __enter__(self) -> StageBar:
         if self._p is not None:
             self._p.start()
         return self
@@ -126,9 +126,9 @@ class _Progress:
 # ---------------------------------------------------------------- stages
 
 
-def build_store(cfg: Config, out: Path, bar: _Progress | None = None) -> tuple[dict[str, Any], bool]:
+def build_store(cfg: Config, out: Path, bar: StageBar | None = None) -> tuple[dict[str, Any], bool]:
     """The store stage alone: ``(state, reused)``; state has counts, snapshot hash and rejects."""
-    bar = bar or _Progress(False)
+    bar = bar or StageBar(False)
     c = cfg.corpus
     source = open_source(c)  # a missing input fails here, before anything is written
     out.mkdir(parents=True, exist_ok=True)
@@ -175,63 +175,91 @@ def build_store(cfg: Config, out: Path, bar: _Progress | None = None) -> tuple[d
     return state, False
 
 
+def index_ready(cfg: Config) -> bool:
+    """Whether ``cfg.index_dir()`` holds a finished build (``meta.json`` is written last)."""
+    return (cfg.index_dir() / META_FILE).is_file()
+
+
 def build_index(cfg: Config, progress: bool = True) -> IndexInfo:
-    """Build (or finish, or reuse) the index of ``cfg.corpus`` in ``cfg.index_dir()``."""
-    from rubricforge.corpora import faiss_index
-    from rubricforge.corpora.embedding import Embedder, embed_store, resolve_model
+    """Build (or finish, or reuse) the index of ``cfg.corpus`` in ``cfg.index_dir()``: the three stages
+    below in turn (the ``index_corpus`` flow runs each as a task)."""
+    t0 = time.perf_counter()
+    with StageBar(progress) as bar:
+        store = store_stage(cfg, bar)
+        embedded = embed_stage(cfg, store, bar)
+        indexed = index_stage(cfg, store, embedded, bar)
+    return write_meta(cfg, store, embedded, indexed, time.perf_counter() - t0)
+
+
+def store_stage(cfg: Config, bar: StageBar | None = None) -> dict[str, Any]:
+    """Load and chunk into the passage store: ``{"state", "reused", "seconds"}``."""
+    bar = bar or StageBar(False)
+    t = time.perf_counter()
+    check_params(cfg.corpus.chunk_words, cfg.corpus.chunk_overlap)
+    state, reused = build_store(cfg, cfg.index_dir(), bar)
+    bar.finish_open_tasks()
+    rejected = state["rejects"]["total"]
+    if rejected:
+        bar.log(f"[yellow]{rejected} malformed records skipped[/yellow] "
+                f"{state['rejects']['by_reason']} -> {state['rejects']['file']}")
+    return {"state": state, "reused": reused, "seconds": time.perf_counter() - t}
+
+
+def embed_stage(cfg: Config, store: dict[str, Any], bar: StageBar | None = None) -> dict[str, Any]:
+    """Embed the store, resuming per shard: ``{"shards", "key", "embedded_now", "seconds"}``."""
+    from rubricforge.corpora.embedding import Embedder, embed_store
     from rubricforge.corpora.store import PassageStore
 
-    t0 = time.perf_counter()
-    check_params(cfg.corpus.chunk_words, cfg.corpus.chunk_overlap)
+    bar = bar or StageBar(False)
+    t = time.perf_counter()
     out = cfg.index_dir()
-    reused: list[str] = []
-    timings: dict[str, float] = {}
-    with _Progress(progress) as bar:
-        state, store_reused = build_store(cfg, out, bar)
-        bar.finish_open_tasks()
-        timings["store"] = time.perf_counter() - t0
-        if store_reused:
-            reused.append("store")
-        rejected = state["rejects"]["total"]
-        if rejected:
-            bar.log(f"[yellow]{rejected} malformed records skipped[/yellow] "
-                    f"{state['rejects']['by_reason']} -> {state['rejects']['file']}")
+    passages = PassageStore(out / STORE_FILE)
+    try:
+        shards, embedded_now = embed_store(passages, Embedder.from_config(cfg.embedding), out / EMBEDDINGS_DIR,
+                                           shard_size=cfg.embedding.shard_size,
+                                           corpus_hash=store["state"]["corpus_hash"],
+                                           on_batch=bar.task("embed", total=len(passages)))
+    finally:
+        passages.close()
+    return {"shards": shards, "key": _key(shards.identity), "embedded_now": embedded_now,
+            "seconds": time.perf_counter() - t}
 
-        store = PassageStore(out / STORE_FILE)
-        try:
-            t = time.perf_counter()
-            embedder = Embedder.from_config(cfg.embedding)
-            shards, embedded_now = embed_store(store, embedder, out / EMBEDDINGS_DIR,
-                                               shard_size=cfg.embedding.shard_size, corpus_hash=state["corpus_hash"],
-                                               on_batch=bar.task("embed", total=len(store)))
-            timings["embed"] = time.perf_counter() - t
-            if not embedded_now:
-                reused.append("embeddings")
-            embeddings_key = _key(shards.identity)
-        finally:
-            store.close()
 
-        t = time.perf_counter()
-        params = faiss_index.build_params(cfg.index, state["n_passages"], shards.dim)
-        index_key = _key({"embeddings": embeddings_key, "params": params})
-        old = _read_json(out / INDEX_STATE_FILE)
-        if old and old.get("key") == index_key and (out / faiss_index.INDEX_FILE).is_file():
-            reused.append("index")
-        else:
-            (out / META_FILE).unlink(missing_ok=True)
-            (out / INDEX_STATE_FILE).unlink(missing_ok=True)
-            if faiss_index.undertrained(params):
-                bar.log(f"[yellow]IVF-PQ trained on {params['train_size']} vectors, fewer than FAISS recommends "
-                        f"for 2^{params['pq_nbits']} PQ centroids: recall may suffer (exact or hnsw suit small "
-                        "corpora)[/yellow]")
-            index = faiss_index.build(params, shards, on_rows=bar.task(cfg.index.kind, total=state["n_passages"]))
-            faiss_index.save(index, out / faiss_index.INDEX_FILE)
-            atomic_write_json(out / INDEX_STATE_FILE, {"key": index_key, "params": params})
-            del index
-        timings["index"] = time.perf_counter() - t
+def index_stage(cfg: Config, store: dict[str, Any], embedded: dict[str, Any],
+                bar: StageBar | None = None) -> dict[str, Any]:
+    """Build the FAISS index unless one with the same key exists: ``{"params", "key", "reused", "seconds"}``."""
+    from rubricforge.corpora import faiss_index
 
-    e = cfg.embedding
-    seconds = time.perf_counter() - t0
+    bar = bar or StageBar(False)
+    t = time.perf_counter()
+    out, n, shards = cfg.index_dir(), store["state"]["n_passages"], embedded["shards"]
+    params = faiss_index.build_params(cfg.index, n, shards.dim)
+    index_key = _key({"embeddings": embedded["key"], "params": params})
+    old = _read_json(out / INDEX_STATE_FILE)
+    reused = bool(old and old.get("key") == index_key and (out / faiss_index.INDEX_FILE).is_file())
+    if not reused:
+        (out / META_FILE).unlink(missing_ok=True)
+        (out / INDEX_STATE_FILE).unlink(missing_ok=True)
+        if faiss_index.undertrained(params):
+            bar.log(f"[yellow]IVF-PQ trained on {params['train_size']} vectors, fewer than FAISS recommends "
+                    f"for 2^{params['pq_nbits']} PQ centroids: recall may suffer (exact or hnsw suit small "
+                    "corpora)[/yellow]")
+        index = faiss_index.build(params, shards, on_rows=bar.task(cfg.index.kind, total=n))
+        faiss_index.save(index, out / faiss_index.INDEX_FILE)
+        atomic_write_json(out / INDEX_STATE_FILE, {"key": index_key, "params": params})
+        del index
+    return {"params": params, "key": index_key, "reused": reused, "seconds": time.perf_counter() - t}
+
+
+def write_meta(cfg: Config, store: dict[str, Any], embedded: dict[str, Any], indexed: dict[str, Any],
+               seconds: float) -> IndexInfo:
+    """Write ``meta.json`` (the index is now complete and consistent) and describe the build."""
+    from rubricforge.corpora import faiss_index
+    from rubricforge.corpora.embedding import resolve_model
+
+    state, params, e = store["state"], indexed["params"], cfg.embedding
+    reused = [name for name, was in (("store", store["reused"]), ("embeddings", not embedded["embedded_now"]),
+                                     ("index", indexed["reused"])) if was]
     meta = {
         "format_version": FORMAT_VERSION,
         "built_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -241,17 +269,19 @@ def build_index(cfg: Config, progress: bool = True) -> IndexInfo:
         "corpus": {"source": cfg.corpus.source, "path": cfg.corpus.path, "fields": cfg.corpus.fields,
                    "split": cfg.corpus.split, "limit": cfg.corpus.limit, "chunk_words": cfg.corpus.chunk_words,
                    "chunk_overlap": cfg.corpus.chunk_overlap, "rejects": state["rejects"]},
-        "embedding": {"model": e.model, "model_path": resolve_model(e.model), "dim": shards.dim,
+        "embedding": {"model": e.model, "model_path": resolve_model(e.model), "dim": embedded["shards"].dim,
                       "query_prefix": e.query_prefix, "passage_prefix": e.passage_prefix,
                       "max_seq_length": e.max_seq_length, "batch_size": e.batch_size, "fp16": e.fp16,
                       "shard_size": e.shard_size},
         "index": {**params, "ef_search": cfg.index.hnsw_ef_search, "nprobe": cfg.index.ivf_nprobe,
                   "gpu": cfg.index.gpu, "file": faiss_index.INDEX_FILE},
-        "keys": {"store": state["key"], "embeddings": embeddings_key, "index": index_key},
-        "last_build": {"seconds": round(seconds, 2), "reused": reused, "embedded_now": embedded_now,
-                       "stage_seconds": {k: round(v, 2) for k, v in timings.items()}},
+        "keys": {"store": state["key"], "embeddings": embedded["key"], "index": indexed["key"]},
+        "last_build": {"seconds": round(seconds, 2), "reused": reused, "embedded_now": embedded["embedded_now"],
+                       "stage_seconds": {k: round(v["seconds"], 2) for k, v in
+                                         (("store", store), ("embed", embedded), ("index", indexed))}},
     }
+    out = cfg.index_dir()
     atomic_write_json(out / META_FILE, meta)
     return IndexInfo(path=out, n_passages=state["n_passages"], kind=cfg.index.kind, corpus_hash=state["corpus_hash"],
-                     n_documents=state["n_documents"], n_rejected=rejected, embedded_now=embedded_now,
-                     reused=tuple(reused), seconds=seconds)
+                     n_documents=state["n_documents"], n_rejected=state["rejects"]["total"],
+                     embedded_now=embedded["embedded_now"], reused=tuple(reused), seconds=seconds)
