@@ -171,9 +171,10 @@ class RewardScorer:
 
     async def _report_citation(self, rollout: Rollout) -> dict[str, Any]:
         traj = self._trajectory(rollout)
-        n_ref = report_rules.count_citations(str(rollout.column("reference_report")))
+        tag = self.cfg.reward.answer_tag
+        n_ref = report_rules.count_citations(str(rollout.column("reference_report")), tag=tag)
         counts = report_rules.count_report_citations(self._report_text(rollout), self._snippet_texts(traj, rollout),
-                                                     tau=self.cfg.reward.citation_relevance_threshold)
+                                                     tau=self.cfg.reward.citation_relevance_threshold, tag=tag)
         return {"value": report_rules.report_citation_reward(counts.n_gen, n_ref, counts.n_valid),
                 "n_gen": counts.n_gen, "n_ref": n_ref, "n_valid": counts.n_valid}
 
@@ -181,7 +182,7 @@ class RewardScorer:
         completion = rollout.completion if isinstance(rollout.completion, str) else "\n".join(
             step.text for step in self._trajectory(rollout).steps)
         v = report_rules.report_format_violations(completion, tag=self.cfg.reward.answer_tag)
-        return {"value": -float(v.v_tag + v.v_md + v.v_ref), "v_tag": v.v_tag, "v_md": v.v_md, "v_ref": v.v_ref,
+        return {"value": v.reward, "v_tag": v.v_tag, "v_md": v.v_md, "v_ref": v.v_ref,
                 "details": list(v.details)}
 
     async def _report(self, rollout: Rollout) -> dict[str, Any]:

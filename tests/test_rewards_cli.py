@@ -1,0 +1,96 @@
+"""`rubricforge reward score` and `reward audit` as a user runs them, against the scripted judge:
+per-component JSONL, summary, bad lines skipped and counted, resume, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from llm_fakes import FakeOpenAI, Reply, litellm_llm_config
+from reward_fixtures import EXAMPLE, ROLLOUT, scripted_judge
+from test_cli import assert_user_error, cli
+
+
+@pytest.fixture()
+def files(tmp_path):
+    dataset = tmp_path / "data.jsonl"
+    dataset.write_text(json.dumps(EXAMPLE) + "\n")
+    responses = tmp_path / "responses.jsonl"
+    responses.write_text("\n".join([json.dumps({"id": "ex1", "response": ROLLOUT}),
+                                    "{not json",
+                                    json.dumps({"id": "nope", "response": ROLLOUT}),
+                                    json.dumps({"id": "ex1", "response": "<think>gave up</think>"})]) + "\n")
+    return dataset, responses
+
+
+def _config(tmp_path, server, **role) -> str:
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump({"llm": litellm_llm_config(tmp_path, server, **role)}))
+    return str(path)
+
+
+def test_score_writes_components_summary_and_rejects_then_resumes(tmp_path, files):
+    dataset, responses = files
+    with FakeOpenAI(responder=scripted_judge) as server:
+        config = _config(tmp_path, server)
+        proc = cli("reward", "score", "-d", str(dataset), "-r", str(responses), "-c", config, "-q")
+        assert proc.returncode == 0, proc.stderr
+        calls = server.n_requests
+        again = cli("reward", "score", "-d", str(dataset), "-r", str(responses), "-c", config, "-q")
+    assert again.returncode == 0 and server.n_requests == calls and "(0 scored now)" in again.stderr
+    lines = [json.loads(x) for x in (tmp_path / "responses.scores.jsonl").read_text().splitlines()]
+    assert [(r["id"], r["line"]) for r in lines] == [("ex1", 1), ("ex1", 4)] or \
+           sorted((r["id"], r["line"]) for r in lines) == [("ex1", 1), ("ex1", 4)]
+    by_line = {r["line"]: r["rewards"] for r in lines}
+    assert by_line[1]["rubric"]["value"] == pytest.approx(1.25 / 1.5)
+    assert by_line[4]["rubric"]["value"] == 0.0 and by_line[4]["format"]["value"] == pytest.approx(0.2)
+    summary = json.loads((tmp_path / "responses.scores.summary.json").read_text())
+    assert summary["rewards"]["composite"]["scored"] == 2 and summary["rejects"]["total"] == 2
+    rejects = [json.loads(x) for x in (tmp_path / "responses.rejects.jsonl").read_text().splitlines()]
+    assert sorted(r["line"] for r in rejects) == [2, 3] and "not in the dataset" in rejects[1]["reason"]
+    assert "composite" in proc.stderr and "skipped 2 bad lines" in proc.stderr
+
+
+def test_unscored_responses_are_retried_by_the_next_run(tmp_path, files):
+    dataset, responses = files
+    with FakeOpenAI([Reply(status=503)]) as down:
+        proc = cli("reward", "score", "-d", str(dataset), "-r", str(responses), "-c",
+                   _config(tmp_path, down, max_retries=0), "-q", "--rewards", "rubric")
+    assert proc.returncode == 0
+    first = json.loads((tmp_path / "responses.scores.summary.json").read_text())
+    assert first["rewards"]["rubric"]["unscored"] == 1 and first["rewards"]["rubric"]["scored"] == 1
+    with FakeOpenAI(responder=scripted_judge) as up:
+        proc = cli("reward", "score", "-d", str(dataset), "-r", str(responses), "-c", _config(tmp_path, up), "-q",
+                   "--rewards", "rubric")
+    assert proc.returncode == 0 and "(1 scored now)" in proc.stderr
+    assert json.loads((tmp_path / "responses.scores.summary.json").read_text())["rewards"]["rubric"]["unscored"] == 0
+
+
+def test_audit_prints_variance_and_agreement(tmp_path, files):
+    dataset, responses = files
+    with FakeOpenAI(responder=scripted_judge) as server:
+        out = tmp_path / "audit.json"
+        proc = cli("reward", "audit", "-d", str(dataset), "-r", str(responses), "-c", _config(tmp_path, server),
+                   "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out.read_text())
+    assert report["criteria"] == 3 and report["skipped_no_answer"] == 1
+    assert report["variance"]["mean"] == 0.0  # the scripted judge never wavers
+    assert report["agreement"]["per_criterion_vs_batched"]["exact"] == 1.0
+    assert report["agreement"]["judge_vs_second_judge"]["kappa_quadratic"] == 1.0
+    assert "per_criterion_vs_batched" in proc.stderr
+
+
+@pytest.mark.parametrize("args, needles", [
+    (["reward", "score", "-d", "missing.jsonl", "-r", "r.jsonl"], ["missing.jsonl"]),
+    (["reward", "score", "-d", "DATA", "-r", "missing.jsonl"], ["missing.jsonl"]),
+    (["reward", "score", "-d", "DATA", "-r", "RESP", "--rewards", "rubrik"], ["unknown reward 'rubrik'"]),
+    (["reward", "score", "-d", "DATA", "-r", "RESP", "--rewards", "race"], ["no 'race_rubrics' column"]),
+    (["reward", "audit", "-d", "DATA", "-r", "RESP", "--second-judge", "critic"], ["critic"]),
+])
+def test_bad_input_is_one_line_and_exit_code_2(args, needles, files):
+    dataset, responses = files
+    args = [str(dataset) if a == "DATA" else str(responses) if a == "RESP" else a for a in args]
+    assert_user_error(cli(*args, "--set", "llm.cache_path="), *needles)
