@@ -54,12 +54,22 @@ def build(
     push_to_hub: Annotated[Optional[str], typer.Option("--push-to-hub", help="Push the dataset to this Hub repo "
                                                         "(token from HF_TOKEN).")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    source: Annotated[str, typer.Option("--source", help="tree (evidence trees) | kg (knowledge-graph multi-hop "
+                                                         "questions; default run dir runs/kg).")] = "tree",
 ) -> None:
     """Build the evidence-tree query–rubric dataset (resumable: run the same command again)."""
     from rubricforge.jobs import build_dataset
 
     cfg = _config(config, set_, **{"run_dir": run_dir, "build.n_trees": n_trees,
                                    "build.rubric_source": rubric_source})
+    if source not in ("tree", "kg"):
+        raise UserError(f"unknown --source '{source}'", "use --source tree or --source kg")
+    if source == "kg":
+        from rubricforge.kg_job import build_kg_dataset
+
+        for line in build_kg_dataset(cfg, progress=not quiet, push_to_hub=push_to_hub).lines():
+            _console().print(line, markup=False, highlight=False)
+        return
     _print_build_summary(build_dataset(cfg, progress=not quiet, push_to_hub=push_to_hub), cfg)
 
 
