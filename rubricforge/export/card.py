@@ -20,14 +20,14 @@ CONFIG_FILES = {"local": {"default": "data.parquet", "drtulu": "drtulu.parquet",
                 "hub": {"default": "data/train-*", "drtulu": "drtulu/train-*", "trl": "trl/train-*"}}
 
 
-def _header(stats: dict[str, Any], layout: str) -> str:
+def _header(stats: dict[str, Any], layout: str, kind: str = "evidence-tree") -> str:
     n = stats["counts"]["retained"]
     size = "n<1K" if n < 1000 else "1K<n<10K" if n < 10_000 else "10K<n<100K" if n < 100_000 else "n>100K"
     meta = {
         "license": LICENSES.get(stats["corpus_source"], "other"),
         "language": ["en"],
         "task_categories": ["question-answering", "text-generation"],
-        "tags": ["rubrics", "deep-research", "reinforcement-learning", "evidence-tree", "rubricforge"],
+        "tags": ["rubrics", "deep-research", "reinforcement-learning", kind, "rubricforge"],
         "pretty_name": f"rubricforge {stats['run']}",
         "size_categories": [size],
         "configs": [{"config_name": name, "data_files": [{"split": "train", "path": path}]}

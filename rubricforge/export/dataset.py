@@ -18,6 +18,7 @@ import contextlib
 import json
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,31 +44,39 @@ def export_dataset(run_dir: str | Path, cfg: Config | None = None, push_to_hub: 
     if push_to_hub is not None:
         token = hub.check_push(push_to_hub)  # before any work: a bad id or a missing token fails fast
     run = load_run(run_dir, cfg)
-    stats = compute_stats(run)
-    configs = _datasets(view_rows(run.examples, source=f"rubricforge_{run.name}"))
+    rows = view_rows(run.examples, source=f"rubricforge_{run.name}")
+    return write_export(run_dir, rows, features(), compute_stats(run), render_card, len(run.examples),
+                        push_to_hub, token)
+
+
+def write_export(run_dir: Path, rows: dict[str, list[dict[str, Any]]], feats: dict[str, Any], stats: dict[str, Any],
+                 card: Callable[..., str], n_examples: int, push_to_hub: str | None = None,
+                 token: str | None = None) -> dict[str, Any]:
+    """The dataset folder from rows and features per config (``default``, ``drtulu``, ``trl``), the stats and
+    a card renderer ``card(stats, layout=..., repo_id=...)``; shared by every pipeline's export."""
+    configs = _datasets(rows, feats)
     out = run_dir / DATASET_DIR
     _clean_leftovers(run_dir)
     tmp = run_dir / f".{DATASET_DIR}.tmp-{os.getpid()}"
     try:
-        _write(tmp, configs, stats)
+        _write(tmp, configs, stats, card)
         _swap(tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if push_to_hub is not None and token is not None:
-        hub.push(push_to_hub, configs, render_card(stats, layout="hub", repo_id=push_to_hub), token)
-    return {"path": str(out), "n_examples": len(run.examples), "stats": stats, "pushed_to": push_to_hub}
+        hub.push(push_to_hub, configs, card(stats, layout="hub", repo_id=push_to_hub), token)
+    return {"path": str(out), "n_examples": n_examples, "stats": stats, "pushed_to": push_to_hub}
 
 
-def _datasets(rows: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+def _datasets(rows: dict[str, list[dict[str, Any]]], feats: dict[str, Any]) -> dict[str, Any]:
     from datasets import Dataset, DatasetDict
 
-    feats = features()
     return {name: DatasetDict({"train": Dataset.from_dict({k: [r[k] for r in rows[name]] for k in feats[name]},
                                                           features=feats[name])})
             for name in FOLDERS}
 
 
-def _write(folder: Path, configs: dict[str, Any], stats: dict[str, Any]) -> None:
+def _write(folder: Path, configs: dict[str, Any], stats: dict[str, Any], card: Callable[..., str]) -> None:
     folder.mkdir(parents=True)
     with _quiet_datasets():
         for name, dd in configs.items():
@@ -80,7 +89,7 @@ def _write(folder: Path, configs: dict[str, Any], stats: dict[str, Any]) -> None
                 lines = (json.dumps(row, ensure_ascii=False) + "\n" for row in train)
                 atomic_write_text(folder / jsonl, "".join(lines))
     atomic_write_json(folder / "stats.json", stats)
-    atomic_write_text(folder / "README.md", render_card(stats, layout="local"))
+    atomic_write_text(folder / "README.md", card(stats, layout="local"))
 
 
 def _swap(new: Path, out: Path) -> None:

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rubricforge.config import Config
 from rubricforge.errors import UserError
 from rubricforge.export.run import RunData, load_run
 from rubricforge.export.stats import compute_stats
@@ -44,12 +45,16 @@ PassageLookup = Callable[[str], Passage | None]
 
 def write_viewer(run_dir: str | Path, passage_lookup: PassageLookup | None = None,
                  max_trees: int | None = MAX_TREES) -> Path:
-    """Write ``run_dir/viewer/index.html`` and return its path."""
+    """Write ``run_dir/viewer/index.html`` and return its path (a KG run gets the KG viewer)."""
+    from rubricforge.export.kg_viewer import is_kg_run, write_kg_viewer
+
+    if is_kg_run(Path(run_dir)):
+        return write_kg_viewer(run_dir, passage_lookup)
     run = load_run(run_dir)
     notes: list[str] = []
     index = None
     if passage_lookup is None:
-        index, why = _open_index(run)
+        index, why = open_index(run.cfg, run.corpus_hash())
         passage_lookup = index.get if index is not None else None
         if why:
             notes.append(why)
@@ -63,12 +68,12 @@ def write_viewer(run_dir: str | Path, passage_lookup: PassageLookup | None = Non
     return path
 
 
-def render_html(data: dict[str, Any], title: str) -> str:
+def render_html(data: dict[str, Any], title: str, template: Path = TEMPLATE) -> str:
     """The template with the title (HTML-escaped) and the data (JSON escaped for a script element)."""
     payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     payload = re.sub("[<>&\u2028\u2029]", lambda m: _SCRIPT_ESCAPES[m.group(0)], payload)
     values = {"TITLE": html.escape(title), "DATA": payload}
-    return _PLACEHOLDER.sub(lambda m: values[m.group(1)], TEMPLATE.read_text(encoding="utf-8"))
+    return _PLACEHOLDER.sub(lambda m: values[m.group(1)], template.read_text(encoding="utf-8"))
 
 
 def viewer_data(run: RunData, passage_lookup: PassageLookup | None, max_trees: int | None = MAX_TREES,
@@ -148,16 +153,16 @@ def _passages(run: RunData, trees: list[Any], candidates: list[Candidate], looku
     return out
 
 
-def _open_index(run: RunData) -> tuple[Any, str | None]:
+def open_index(cfg: Config, corpus_hash: str) -> tuple[Any, str | None]:
     """The run's corpus index for passage texts, or None and the reason it cannot be used."""
     from rubricforge.corpora.index_store import CorpusIndex
 
-    path = run.cfg.index_dir()
+    path = cfg.index_dir()
     try:
         index = CorpusIndex.open(path)
     except UserError:
         return None, f"passage texts not embedded: no corpus index at {path}"
-    if run.corpus_hash() and index.corpus_hash != run.corpus_hash():
+    if corpus_hash and index.corpus_hash != corpus_hash:
         index.close()
         return None, f"passage texts not embedded: the index at {path} holds another corpus snapshot"
     return index, None

@@ -42,12 +42,13 @@ class Plausibility(BaseModel):
 
 
 def answers_match(predicted: str, aliases: list[str]) -> bool:
+    """Equal canonical forms, or one containing the other when both have at least MIN_MATCH_CHARS."""
     got = canonical_key(predicted)
-    if len(got) < MIN_MATCH_CHARS:
-        return False
     for alias in aliases:
         want = canonical_key(alias)
-        if len(want) >= MIN_MATCH_CHARS and (want in got or got in want):
+        if got and got == want:
+            return True
+        if min(len(got), len(want)) >= MIN_MATCH_CHARS and (want in got or got in want):
             return True
     return False
 

@@ -1,14 +1,17 @@
 """Question generation from a subgraph (MindDR §4.1): generate → obfuscate → rewrite, then a leak check.
 
-1. *Generation* sees the hops' evidence sentences, the start entities (named) and the answer, and is
-   told which entities to hide.
+1. *Generation* sees the hops' evidence sentences with the answer and the intermediate entities
+   masked (``ANSWER``, ``X1``, ``X2`` ...), and the start entities named: it cannot copy a hidden name.
 2. *Obfuscation* replaces each start entity's name with a vaguer description that still identifies it
    (the corpus's short description when there is one).
 3. *Rewriting* gives natural user phrasing (query-specific rubrics §3.2).
 
 Each step is one structured call; a failed call ends the item with its error recorded. The final
 question is then checked without the LLM: naming the answer (or an alias) or an intermediate entity
-is a drop; a start entity still named after obfuscation is recorded (``obfuscated`` false), not dropped.
+is a drop, and so is missing a hop's condition (MindDR: questions must cover the subgraph's key
+information) — every hop's evidence must share a content word (compared by its first
+:data:`STEM` letters, the hop's entity names left out) with the question. A start entity still named
+after obfuscation is recorded (``obfuscated_ok`` false), not dropped.
 """
 
 from __future__ import annotations
@@ -26,16 +29,41 @@ if TYPE_CHECKING:
     from rubricforge.llm import LLMClient
 
 QUESTION_CHARS = 300
+STEM = 5  # content words compare by their first letters ("India" ~ "Indian")
+_STOP = frozenset("""about above after also among and been before being between both from have into its more most
+only other over since some such than that their them then there these they this those through under until very
+what when where which while with would known called located""".split())
 
 
 class Question(BaseModel):
     question: bounded_str(QUESTION_CHARS)  # type: ignore[valid-type]
 
 
-def facts(path: KGPath) -> str:
-    """The hops as numbered lines: ``1. [Head -> Tail] evidence sentence``."""
-    return "\n".join(f"{i}. [{path.names.get(e.head, e.head)} -> {path.names.get(e.tail, e.tail)}] {e.evidence}"
-                     for i, e in enumerate(path.edges, 1))
+def facts(path: KGPath, masks: dict[str, str] | None = None, aliases: dict[str, list[str]] | None = None) -> str:
+    """The hops as numbered lines: ``1. [Head -> Tail] evidence sentence``. ``masks`` (node id -> label)
+    replaces those entities' names and aliases everywhere, so a hidden entity cannot be copied."""
+    lines = "\n".join(f"{i}. [{path.names.get(e.head, e.head)} -> {path.names.get(e.tail, e.tail)}] {e.evidence}"
+                      for i, e in enumerate(path.edges, 1))
+    forms = sorted(((f, label) for nid, label in (masks or {}).items()
+                    for f in {path.names.get(nid, nid), *(aliases or {}).get(nid, [])} if f), key=lambda x: -len(x[0]))
+    for form, label in forms:
+        lines = re.sub(rf"(?<!\w){re.escape(form)}(?!\w)", label, lines, flags=re.IGNORECASE)
+    return lines
+
+
+def _stems(text: str) -> set[str]:
+    return {w[:STEM] for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) >= 4 and w not in _STOP}
+
+
+def uncovered_hops(question: str, path: KGPath) -> list[int]:
+    """1-based hops whose evidence shares no content word with the question (entity names aside)."""
+    asked = _stems(question)
+    out = []
+    for i, e in enumerate(path.edges, 1):
+        names = _stems(f"{path.names.get(e.head, e.head)} {path.names.get(e.tail, e.tail)}")
+        if not (_stems(f"{e.relation} {e.evidence}") - names) & asked:
+            out.append(i)
+    return out
 
 
 def names_in(text: str, names: list[str]) -> list[str]:
@@ -59,9 +87,9 @@ async def write_question(path: KGPath, aliases: dict[str, list[str]], client: LL
     hidden = [names[n] for n in path.intermediates()]
     record: dict[str, Any] = {"initial": None, "obfuscated": None, "question": None, "obfuscated_ok": None,
                               "drop": None}
+    masks = {n: f"X{i}" for i, n in enumerate(dict.fromkeys(path.intermediates()), 1)} | {path.answer: "ANSWER"}
     text, err = await _ask(client, render("kg_question", starts=", ".join(names[s] for s in path.starts()),
-                                          facts=facts(path), answer=names[path.answer],
-                                          hidden=", ".join(hidden) or "(none)"), "kg_question", max_tokens)
+                                          facts=facts(path, masks, aliases)), "kg_question", max_tokens)
     record["initial"] = text
     for start in path.starts():
         if text is None:
@@ -84,4 +112,6 @@ async def write_question(path: KGPath, aliases: dict[str, list[str]], client: LL
         record["drop"] = f"question names the answer ({leaked[0]})"
     elif leaked := names_in(text, hidden):
         record["drop"] = f"question names an intermediate entity ({leaked[0]})"
+    elif missed := uncovered_hops(text, path):
+        record["drop"] = f"question misses a hop's condition (hop {', '.join(map(str, missed))})"
     return record

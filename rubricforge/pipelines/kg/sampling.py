@@ -126,7 +126,7 @@ def sample_paths(g: nx.MultiDiGraph, cfg: KGConfig, search: Search) -> Sampled:
             if path is None:
                 out.rejected["dead end"] += 1
                 continue
-            if any(p.branches == path.branches for p in out.paths):
+            if any(set(path.names) == set(p.names) for p in out.paths):  # the same entities, another shape
                 out.rejected["duplicate"] += 1
                 continue
             if (broken := violations(g, path, search, cfg.reach_k, mentions)) is not None:

@@ -1,0 +1,385 @@
+"""The KG job's stages, resumable: ``run_kg(cfg)``. :func:`rubricforge.kg_job.build_kg_dataset` runs it
+and then the export (what ``rubricforge build --source kg`` runs).
+
+In ``cfg.run_dir``::
+
+    config.yaml            the resolved config (no secrets)
+    kg_extractions.jsonl   key = passage id: grounded / ungrounded triples, or the failed call's error
+    kg/graph.json          the graph (node-link JSON); kg/graph_stats.json its statistics
+    kg_paths.json          the sampled subgraphs, sampling attempts and rejections per constraint
+    kg_questions.jsonl     key = path id: initial, obfuscated and final question, or the drop reason
+    kg_filters.jsonl       key = path id: each filter's result, the drop reason
+    kg_longform.jsonl      key = path id: research query + RACE rubrics, or the error
+    kg_examples.jsonl      the retained examples (rewritten from the logs at the end of every run)
+    manifest.json          versions, corpus hash, models, prompt hashes, settings, counts, tokens per stage
+
+Stage logs are appended item by item, so a killed run loses only the items in flight; the same
+command reads them back and does the rest. The graph and the sample are rebuilt from the logs (no LLM
+call) and must match the logged sample's settings; a run directory made with other settings is refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import platform
+import random
+import time
+import uuid
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from rubricforge.config import Config
+from rubricforge.errors import UserError
+from rubricforge.pipelines.kg.graph import EntityResolver, build_graph, node_id, save_graph, title_links
+from rubricforge.pipelines.prompting import prompt_hashes
+from rubricforge.rundir import StageLog, atomic_write_json, atomic_write_text
+from rubricforge.schema import KGExample, KGPath, Passage, RaceRubrics
+
+if TYPE_CHECKING:
+    import networkx as nx
+
+    from rubricforge.corpora.index_store import CorpusIndex
+
+PIPELINE = "kg"
+GRAPH_FILE = Path("kg") / "graph.json"
+PATHS_FILE = "kg_paths.json"
+EXAMPLES_FILE = "kg_examples.jsonl"
+LOGS = ("kg_extractions", "kg_questions", "kg_filters", "kg_longform")
+SLICE_DEGREE = (2, 40)  # link degree of the articles whose passages the extractor reads
+
+
+@dataclass
+class KGSummary:
+    """What a KG run did; the CLI prints it and the card reads it from the manifest."""
+
+    run_dir: str
+    status: str
+    passages: int = 0  # scanned for title links
+    extracted: int = 0  # passages read by the LLM extractor
+    extraction_failures: int = 0
+    triples: int = 0  # grounded triples kept
+    ungrounded_triples: int = 0
+    graph: dict[str, Any] = field(default_factory=dict)
+    paths: int = 0
+    sampling_attempts: int = 0
+    sampling_rejected: dict[str, int] = field(default_factory=dict)
+    questions: int = 0  # paths that went through question generation
+    drops: dict[str, int] = field(default_factory=dict)  # reason category -> count
+    retained: int = 0
+    longform: int = 0  # retained examples with RACE rubrics
+    computed_now: dict[str, int] = field(default_factory=dict)
+    ledger: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def run_kg(cfg: Config, progress: bool = True) -> KGSummary:
+    """Run (or resume) the KG stages in ``cfg.run_dir``; see the module docstring."""
+    return asyncio.run(_KGRun(cfg, progress).run())
+
+
+def kg_settings(cfg: Config, corpus_hash: str, generator: str) -> dict[str, Any]:
+    """Everything that shapes the graph and the sample; a run directory is only resumed under the same."""
+    k = cfg.kg
+    return {**k.model_dump(include={"seed", "extract_passages", "link_passages", "min_title_chars", "n_paths", "hops",
+                                    "branch_every", "hub_exponent", "reach_k", "sample_attempts"}),
+            "corpus_hash": corpus_hash, "generator_model": generator, "top_k": cfg.tools.top_k}
+
+
+def extraction_slice(passages: list[Passage], link_degree: Counter[str], n: int, seed: int) -> list[Passage]:
+    """``n`` passages (seeded) of articles that are linked but not hubs, so new relations join the graph."""
+    lo, hi = SLICE_DEGREE
+    pool = [p for p in passages if lo <= link_degree[node_id(p.title)] <= hi]
+    return sorted(random.Random(seed).sample(pool, min(n, len(pool))), key=lambda p: p.id)
+
+
+class _KGRun:
+    def __init__(self, cfg: Config, progress: bool):
+        self.cfg, self.k, self.show_progress = cfg, cfg.kg, progress
+        self.run_dir = Path(cfg.run_dir)
+        self.started, self.invocation, self.t0 = _now(), uuid.uuid4().hex[:12], time.monotonic()
+        self.computed: Counter[str] = Counter()
+        self.ledger: dict[str, Any] = {}
+
+    async def run(self) -> KGSummary:
+        from rubricforge.corpora.tools import ToolBox
+        from rubricforge.llm import LLMClient
+
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._check_run_dir()
+        index = _open_index(self.cfg, self.show_progress)
+        self.client = LLMClient(self.cfg.llm)
+        self.models = {r: self.client.model_name(r) for r in ("generator", "judge")}
+        self.corpus_hash = index.corpus_hash
+        self.settings = kg_settings(self.cfg, self.corpus_hash, self.models["generator"])
+        self.logs = {name: StageLog(self.run_dir / f"{name}.jsonl") for name in LOGS}
+        self._check_resumable()
+        atomic_write_text(self.run_dir / "config.yaml", yaml.safe_dump(self.cfg.public_dict(), sort_keys=False))
+        try:
+            with ToolBox.from_config(self.cfg, index=index) as tools:
+                self.tools = tools
+                self._write_manifest("running")
+                g = await self._graph(index)
+                paths = self._sample(g)
+                await self._paths(paths, g)
+                examples = self._examples(paths, g)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            self._write_manifest("interrupted")
+            raise
+        finally:
+            await self.client.aclose()
+            index.close()
+        summary = self._summary("complete", examples)
+        self._write_manifest("complete", summary)
+        return summary
+
+    # ---------------------------------------------------------- stages
+
+    async def _graph(self, index: CorpusIndex) -> nx.MultiDiGraph:
+        from rubricforge.pipelines.kg.extract import extract, triple_edges
+
+        passages = []
+        for p in index.iter_passages():
+            if self.k.link_passages is not None and len(passages) >= self.k.link_passages:
+                break
+            passages.append(p)
+        resolver = EntityResolver()
+        for p in passages:
+            resolver.add_article(p)
+        edges = title_links(passages, resolver, self.k.min_title_chars)
+        degree: Counter[str] = Counter(n for e in edges for n in (e.head, e.tail))
+        log = self.logs["kg_extractions"]
+        chosen = extraction_slice(passages, degree, self.k.extract_passages, self.k.seed)
+        with self._bar("extract", len(chosen)) as advance:
+            for p in chosen:
+                if p.id not in log:
+                    log.append(p.id, await extract(p, self.client, self.k.call_max_tokens))
+                    self.computed["extractions"] += 1
+                advance()
+        for p in chosen:
+            edges += triple_edges(p, log.get(p.id)["triples"], resolver)
+        self.n_passages, self.chosen = len(passages), [p.id for p in chosen]
+        g = build_graph(resolver.nodes, edges)
+        g.remove_nodes_from([n for n in list(g) if g.degree(n) == 0 and g.nodes[n]["kind"] == "extracted"])
+        self.graph_stats = save_graph(g, self.run_dir / GRAPH_FILE)
+        return g
+
+    def _sample(self, g: nx.MultiDiGraph) -> list[KGPath]:
+        from rubricforge.pipelines.kg.sampling import sample_paths
+
+        path = self.run_dir / PATHS_FILE
+        done = _read_json(path)
+        if done.get("settings") == self.settings:
+            self.sampling = done
+            return [KGPath.model_validate(p) for p in done["paths"]]
+        sampled = sample_paths(g, self.k, lambda q, k: [s.passage_id for s in self.tools.search_snippets(q, k)])
+        self.sampling = {"settings": self.settings, "attempts": sampled.attempts, "rejected": dict(sampled.rejected),
+                         "rejection_examples": sampled.examples,
+                         "paths": [p.model_dump(mode="json") for p in sampled.paths]}
+        atomic_write_json(path, self.sampling)
+        return sampled.paths
+
+    async def _paths(self, paths: list[KGPath], g: nx.MultiDiGraph) -> None:
+        with self._bar("questions", len(paths)) as advance:
+            for path in paths:
+                await self._one(path, g)
+                self._write_manifest("running")
+                advance()
+
+    async def _one(self, path: KGPath, g: nx.MultiDiGraph) -> None:
+        from rubricforge.pipelines.kg.filters import run_filters
+        from rubricforge.pipelines.kg.longform import write_longform
+        from rubricforge.pipelines.kg.questions import write_question
+
+        q_log, f_log, l_log = (self.logs[n] for n in ("kg_questions", "kg_filters", "kg_longform"))
+        aliases = {n: g.nodes[n]["aliases"] for n in path.names}
+        if path.id not in q_log:
+            q_log.append(path.id, await write_question(path, aliases, self.client, self.k.call_max_tokens))
+            self.computed["questions"] += 1
+        question = q_log.get(path.id)
+        if question["drop"]:
+            return
+        if path.id not in f_log:
+            f_log.append(path.id, await run_filters(
+                question["question"], path, aliases[path.answer] + [path.names[path.answer]],
+                g.nodes[path.answer]["passage_ids"], self.client, self.tools, list(self.k.filters),
+                self.k.call_max_tokens))
+            self.computed["filters"] += 1
+        if f_log.get(path.id)["drop"] or not self.k.longform or path.id in l_log:
+            return
+        l_log.append(path.id, await write_longform(path, self.client, self.k.longform_max_tokens))
+        self.computed["longform"] += 1
+
+    def _examples(self, paths: list[KGPath], g: nx.MultiDiGraph) -> list[KGExample]:
+        """The retained examples, written to ``kg_examples.jsonl``."""
+        import networkx as nx
+
+        from rubricforge.pipelines.kg.difficulty import difficulty
+
+        und = nx.Graph(g)
+        sorted_degrees = sorted(d for _, d in und.degree())
+        hashes = {n: h for n, h in prompt_hashes().items() if n.startswith("kg_")}
+        out = []
+        for path in paths:
+            q, f = self.logs["kg_questions"].get(path.id), self.logs["kg_filters"].get(path.id)
+            if not q or q["drop"] or not f or f["drop"]:
+                continue
+            nodes = list(dict.fromkeys(n for b in path.branches for n in b))
+            label, factors = difficulty(path.hops, [und.degree(n) for n in nodes], sorted_degrees,
+                                        f["answer_passage_retrieved"])
+            longform = self.logs["kg_longform"].get(path.id) or {}
+            race = RaceRubrics.model_validate(longform["race"]) if longform.get("race") else None
+            answer = path.names[path.answer]
+            out.append(KGExample(
+                id=path.id, question=q["question"], answer=answer,
+                answer_aliases=[a for a in g.nodes[path.answer]["aliases"] if a != answer],
+                key_entities=[path.names[n] for n in nodes], hops=path.hops, shape=path.shape, difficulty=label,
+                difficulty_factors=factors, path=path, research_query=race.query if race else "", race_rubrics=race,
+                corpus_hash=self.corpus_hash, models=self.models, prompt_hashes=hashes))
+        atomic_write_text(self.run_dir / EXAMPLES_FILE,
+                          "".join(json.dumps({"key": e.id, "example": e.model_dump(mode="json")}, ensure_ascii=False)
+                                  + "\n" for e in out))
+        return out
+
+    # ---------------------------------------------------------- checks, summary, manifest
+
+    def _check_run_dir(self) -> None:
+        pipeline = _read_json(self.run_dir / "manifest.json").get("pipeline", "tree" if (
+            self.run_dir / "trees.jsonl").exists() else PIPELINE)
+        if pipeline != PIPELINE:
+            raise UserError(f"{self.run_dir} holds an evidence-tree run",
+                            "give the KG build its own run directory (--run-dir runs/kg)")
+
+    def _check_resumable(self) -> None:
+        previous = _read_json(self.run_dir / "manifest.json").get("kg_settings")
+        if not previous or previous == self.settings or not any(len(log) for log in self.logs.values()):
+            return
+        changed = ", ".join(f"{k}: {previous.get(k)!r} -> {v!r}" for k, v in self.settings.items() if previous.get(k) != v)
+        raise UserError(f"{self.run_dir} holds KG work made with other settings ({changed})",
+                        "use a new run directory (--run-dir runs/<new>) or the same settings to resume")
+
+    def _summary(self, status: str, examples: list[KGExample]) -> KGSummary:
+        from rubricforge.pipelines.kg.filters import drop_category
+
+        ext = [self.logs["kg_extractions"].get(pid) for pid in self.chosen]
+        paths = [KGPath.model_validate(p) for p in self.sampling["paths"]]
+        drops: Counter[str] = Counter()
+        for p in paths:
+            for name in ("kg_questions", "kg_filters"):
+                if (rec := self.logs[name].get(p.id)) and rec["drop"]:
+                    drops[drop_category(rec["drop"])] += 1
+        return KGSummary(
+            run_dir=str(self.run_dir), status=status, passages=self.n_passages, extracted=len(ext),
+            extraction_failures=sum(1 for r in ext if r["error"]), triples=sum(len(r["triples"]) for r in ext),
+            ungrounded_triples=sum(len(r["ungrounded"]) for r in ext), graph=self.graph_stats, paths=len(paths),
+            sampling_attempts=self.sampling["attempts"], sampling_rejected=self.sampling["rejected"],
+            questions=sum(1 for p in paths if p.id in self.logs["kg_questions"]), drops=dict(drops),
+            retained=len(examples), longform=sum(1 for e in examples if e.race_rubrics),
+            computed_now=dict(self.computed), ledger=self.client.ledger.summary().get("total", {}),
+            seconds=round(time.monotonic() - self.t0, 1))
+
+    def _write_manifest(self, status: str, summary: KGSummary | None = None) -> None:
+        path = self.run_dir / "manifest.json"
+        previous = _read_json(path)
+        invocations = [i for i in previous.get("invocations", []) if i.get("id") != self.invocation]
+        invocations.append({"id": self.invocation, "started": self.started, "updated": _now(), "status": status,
+                            "ledger": self.client.ledger.summary()})
+        counts = {k: v for k, v in summary.to_dict().items() if k not in ("run_dir", "status", "ledger")} \
+            if summary else {n: len(log) for n, log in self.logs.items()}
+        atomic_write_json(path, {
+            "pipeline": PIPELINE, "status": status, "run_dir": str(self.run_dir), "updated": _now(),
+            "versions": _versions(), "corpus": {"hash": self.corpus_hash, "index_dir": str(self.cfg.index_dir()),
+                                                "source": self.cfg.corpus.source},
+            "models": self.models, "prompt_hashes": {n: h for n, h in prompt_hashes().items() if n.startswith("kg_")},
+            "kg_settings": self.settings, "counts": counts,
+            "ledger": _sum_ledgers([i["ledger"] for i in invocations]), "invocations": invocations})
+
+    def _bar(self, label: str, total: int):
+        return _Bar(label, total, self.show_progress, self.client)
+
+
+class _Bar:
+    """A rich progress bar (stderr) with the LLM calls and tokens so far; silent when progress is off."""
+
+    def __init__(self, label: str, total: int, show: bool, client: Any):
+        self.label, self.total, self.show, self.client = label, total, show, client
+
+    def __enter__(self):
+        if not self.show:
+            return lambda: None
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.bar = Progress(TextColumn(f"[bold]kg {self.label}"), BarColumn(bar_width=20), MofNCompleteColumn(),
+                            TimeElapsedColumn(), TextColumn("{task.fields[stats]}"), console=Console(stderr=True))
+        self.bar.__enter__()
+        self.task = self.bar.add_task(self.label, total=self.total, stats="")
+
+        def advance() -> None:
+            total = self.client.ledger.summary().get("total", {})
+            tokens = int(total.get("prompt_tokens", 0)) + int(total.get("completion_tokens", 0))
+            self.bar.update(self.task, advance=1, stats=f"{int(total.get('calls', 0))} calls · {tokens / 1000:.1f}k tok")
+        return advance
+
+    def __exit__(self, *exc: object) -> None:
+        if self.show:
+            self.bar.__exit__(*exc)
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _open_index(cfg: Config, progress: bool) -> CorpusIndex:
+    from rubricforge.corpora.build import build_index
+    from rubricforge.corpora.index_store import META_FILE, CorpusIndex
+
+    if not (cfg.index_dir() / META_FILE).is_file():
+        build_index(cfg, progress=progress)
+    index = CorpusIndex.from_config(cfg)
+    if len(index) == 0:
+        raise UserError(f"the corpus index in {cfg.index_dir()} holds no passages",
+                        "check corpus.source / corpus.path and run `rubricforge corpus build`")
+    return index
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _sum_ledgers(ledgers: list[dict[str, Any]]) -> dict[str, Any]:
+    """Numbers summed key by key through nested dicts (a run's total over its invocations)."""
+    out: dict[str, Any] = {}
+    for ledger in ledgers:
+        for key, value in ledger.items():
+            if isinstance(value, dict):
+                out[key] = _sum_ledgers([out.get(key, {}), value])
+            elif isinstance(value, (int, float)) and not isinstance(value, bool):
+                out[key] = out.get(key, 0) + value
+    return out
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": platform.python_version()}
+    for name in ("rubricforge", "pydantic", "networkx", "llama_cpp_python", "litellm", "sentence-transformers"):
+        with contextlib.suppress(PackageNotFoundError):
+            out[name] = version(name)
+    return out
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")

@@ -1,0 +1,189 @@
+"""KG pipeline steps with a scripted client: failed calls are recorded (never filled in), hidden
+entities are masked for the generator, the deterministic question checks drop leaks and uncovered
+hops, the filters drop what they answer, long-form RACE weights are normalised, and the export of
+hand-built examples (DR Tulu short- and long-form rows, TRL prompt) loads back."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from rubricforge.llm.client import LLMResult
+from rubricforge.pipelines.kg.extract import extract
+from rubricforge.pipelines.kg.filters import run_filters
+from rubricforge.pipelines.kg.longform import LongForm, to_race, write_longform
+from rubricforge.pipelines.kg.questions import facts, uncovered_hops, write_question
+from rubricforge.schema import KGEdge, KGExample, KGPath, Passage, Snippet
+
+
+class Scripted:
+    """Answers ``generate`` calls in order from ``answers`` (a dict = valid value, None = failed call)."""
+
+    def __init__(self, *answers):
+        self.answers, self.calls = list(answers), []
+
+    async def generate(self, role, messages, output=None, stage="", **kw):
+        self.calls.append((role, stage, messages[-1]["content"]))
+        answer = self.answers.pop(0)
+        if answer is None:
+            return LLMResult(ok=False, error="no valid answer after 3 attempt(s): no JSON object found")
+        return LLMResult(ok=True, value=output.model_validate(answer), text=json.dumps(answer))
+
+
+class Tools:
+    def __init__(self, snippets):
+        self.snippets, self.queries = snippets, []
+
+    def search_snippets(self, query, k=None):
+        self.queries.append(query)
+        return self.snippets
+
+
+PATH = KGPath(id="kgp-0000", shape="chain", branches=[["a", "b", "c"]], answer="c", hops=2,
+              names={"a": "Srinagar", "b": "Kashmir", "c": "K2"}, descriptions={"a": "city in India"},
+              passage_ids=["p1", "p2"],
+              edges=[KGEdge(head="a", relation="mentions", tail="b", passage_id="p1",
+                            evidence="Srinagar is a city in the disputed Kashmir region."),
+                     KGEdge(head="b", relation="mentions", tail="c", passage_id="p2",
+                            evidence="The Karakoram range of Kashmir holds K2, the second-highest mountain.")])
+ALIASES = {"a": ["Srinagar"], "b": ["Kashmir", "Kashmir region"], "c": ["K2", "Mount Godwin-Austen"]}
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_facts_mask_hidden_entities_and_their_aliases():
+    text = facts(PATH, {"b": "X1", "c": "ANSWER"}, ALIASES)
+    assert "Kashmir" not in text and "K2" not in text and "Srinagar" in text
+    assert "the disputed X1." in text and "holds ANSWER" in text and "[X1 -> ANSWER]" in text
+
+
+def test_uncovered_hops_need_a_content_word_of_each_hops_evidence():
+    assert uncovered_hops("Which mountain of the Karakoram lies in the disputed region around Srinagar?", PATH) == []
+    assert uncovered_hops("Which peak is in the Karakoram range?", PATH) == [1]
+    assert uncovered_hops("What is the capital of Srinagar?", PATH) == [1, 2]  # the start's name is no condition
+
+
+def test_question_steps_and_the_deterministic_drops():
+    good = "Which mountain of the Karakoram lies in the disputed region that contains Srinagar?"
+    client = Scripted({"question": good}, {"question": "Which Karakoram mountain is in the disputed region near a "
+                                                        "city in India?"}, {"question": "Karakoram mountain in the "
+                                                                                        "disputed region near an Indian city?"})
+    rec = run(write_question(PATH, ALIASES, client, 100))
+    assert [c[1] for c in client.calls] == ["kg_question", "kg_obfuscate", "kg_rewrite"]
+    assert "K2" not in client.calls[0][2] and "Kashmir" not in client.calls[0][2]  # masked for the generator
+    assert "city in India" in client.calls[1][2]  # obfuscation is offered the corpus description
+    assert rec["drop"] is None and rec["obfuscated_ok"] is True and rec["initial"] == good
+
+    leak = run(write_question(PATH, ALIASES, Scripted({"question": "Is Mount Godwin-Austen in the Karakoram?"},
+                                                      {"question": "Is Mount Godwin-Austen in the Karakoram?"}), 100))
+    assert leak["drop"] == "question names the answer (Mount Godwin-Austen)"
+    hidden = run(write_question(PATH, ALIASES, Scripted({"question": "Which Kashmir peak is in the Karakoram?"},
+                                                        {"question": "Which Kashmir peak is in the Karakoram?"}), 100))
+    assert hidden["drop"] == "question names an intermediate entity (Kashmir)"
+
+
+def test_a_failed_generator_call_is_recorded_not_filled_in():
+    rec = run(write_question(PATH, ALIASES, Scripted(None), 100))
+    assert rec["question"] is None and rec["initial"] is None
+    assert rec["drop"].startswith("generation failed: no valid answer after 3 attempt(s)")
+    passage = Passage(id="p1", title="Srinagar", text="Srinagar is a city in Kashmir.")
+    ext = run(extract(passage, Scripted(None), 100))
+    assert ext["triples"] == [] and ext["error"].startswith("no valid answer")
+
+
+def test_extraction_keeps_only_names_written_in_the_passage():
+    passage = Passage(id="p1", title="Srinagar", text="Srinagar is a city in Kashmir. It was a rivalry.")
+    triples = [{"head": "Srinagar", "relation": "located in", "tail": "Kashmir"},
+               {"head": "Srinagar", "relation": "twinned with", "tail": "Paris"},  # not in the passage
+               {"head": "It", "relation": "was", "tail": "a rivalry"}]  # not a name
+    rec = run(extract(passage, Scripted({"triples": triples}), 100))
+    assert rec["triples"] == triples[:1] and rec["ungrounded"] == triples[1:] and rec["error"] is None
+
+
+QUESTION = "Which mountain of the Karakoram lies in the disputed region that contains Srinagar?"
+SNIPPETS = [Snippet(id="s1", passage_id="p9", title="Himalayas", text="A mountain range.")]
+
+
+@pytest.mark.parametrize("answers,drop", [
+    ([{"answer": "K2"}], "answered closed-book by the judge"),
+    ([{"answer": "Everest"}, {"answer": "Mount Godwin-Austen"}], "answered from one search call"),
+    ([{"answer": "Everest"}, {"answer": "Nanga Parbat"}, {"plausible": True, "unique": False, "reason": "two peaks"}],
+     "answer not unique: two peaks"),
+    ([{"answer": "Everest"}, {"answer": "Nanga Parbat"}, {"plausible": False, "unique": True, "reason": "odd"}],
+     "implausible: odd"),
+    ([None], "direct_answer unscored: the judge failed (no valid answer after 3 attempt(s): no JSON object found)"),
+    ([{"answer": "Everest"}, {"answer": "Nanga Parbat"}, {"plausible": True, "unique": True, "reason": "fine"}], None),
+])
+def test_filters_drop_with_their_reason(answers, drop):
+    client, tools = Scripted(*answers), Tools(SNIPPETS)
+    rec = run(run_filters(QUESTION, PATH, ALIASES["c"], ["p2"], client, tools,
+                          ["direct_answer", "single_retrieval", "plausibility"], 100))
+    assert rec["drop"] == drop and len(rec["results"]) == len(answers) and not client.answers
+    assert all(role == "judge" for role, _, _ in client.calls)
+    if len(answers) > 1:
+        assert tools.queries == [QUESTION] and rec["answer_passage_retrieved"] is False
+
+
+def _longform(weights, crit_weight=1.0):
+    crit = [{"criterion": "Covers the chain", "explanation": "all hops", "weight": crit_weight}]
+    return {"query": "Write a report on how Srinagar, Kashmir and K2 are connected.", "dimension_weight": weights,
+            "criterions": {d: crit for d in ("comprehensiveness", "insight", "instruction_following", "readability")}}
+
+
+def test_race_weights_are_normalised_and_degenerate_answers_fail():
+    race = to_race(LongForm.model_validate(_longform({"comprehensiveness": 2, "insight": 1,
+                                                      "instruction_following": 1, "readability": 0})))
+    assert race.dimension_weight == {"comprehensiveness": 0.5, "insight": 0.25, "instruction_following": 0.25,
+                                     "readability": 0.0}
+    zero = {"comprehensiveness": 0, "insight": 0, "instruction_following": 0, "readability": 0}
+    assert to_race(LongForm.model_validate(_longform(zero))) == "every dimension weight is zero or negative"
+    rec = run(write_longform(PATH, Scripted(_longform(zero)), 300))
+    assert rec["race"] is None and rec["raw_weights"] == zero
+    ok = run(write_longform(PATH, Scripted(_longform({**zero, "insight": 1}, 0.5)), 300))
+    assert ok["error"] is None and ok["race"]["criterions"]["insight"][0]["weight"] == 0.5
+
+
+def test_export_of_examples_with_and_without_race_rubrics(tmp_path):
+    from datasets import load_from_disk
+
+    from rubricforge.export.dataset import write_export
+    from rubricforge.export.kg import kg_features, kg_view_rows
+    from rubricforge.export.kg_card import render_kg_card
+
+    race = to_race(LongForm.model_validate(_longform({"comprehensiveness": 1, "insight": 1,
+                                                      "instruction_following": 1, "readability": 1})))
+    base = dict(question=QUESTION, answer="K2", answer_aliases=["Mount Godwin-Austen"],
+                key_entities=["Srinagar", "Kashmir", "K2"], hops=2, shape="chain", difficulty="medium", path=PATH)
+    examples = [KGExample(id="kgp-0000", race_rubrics=race, research_query=race.query, **base),
+                KGExample(id="kgp-0001", **base)]
+    rows = kg_view_rows(examples, source="rubricforge_test")
+    assert [r["id"] for r in rows["drtulu"]] == ["kgp-0000--short", "kgp-0000--long", "kgp-0001--short"]
+    long = json.loads(rows["drtulu"][1]["ground_truth"])
+    assert rows["drtulu"][1]["dataset"] == "general_rubric" and len(long["rubrics"]) == 4
+    assert long["rubrics"][0] == {"description": "Covers the chain: all hops", "weight": 0.25,
+                                  "title": "comprehensiveness: Covers the chain"}
+    assert json.loads(rows["drtulu"][0]["ground_truth"])["answer"] == "K2"
+    assert rows["trl"][0]["prompt"][1] == {"role": "user", "content": QUESTION}
+    stats = {"run": "t", "corpus_source": "default", "corpus_hash": "h", "models": {"generator": "g", "judge": "j"},
+             "counts": {"passages": 1, "extracted": 1, "extraction_failures": 0, "triples": 1, "ungrounded_triples": 0,
+                        "paths": 2, "sampling_attempts": 9, "questions": 2, "longform": 1, "retained": 2},
+             "graph": {"nodes": 3, "edges": 2, "edges_by_source": {"link": 2}, "top_relations": {"mentions": 2},
+                       "nodes_by_kind": {"article": 3}, "components": 1, "largest_component": 3, "isolated_nodes": 0,
+                       "degree": {"mean": 1.33, "max": 2, "histogram": {"1": 2, "2-3": 1}}},
+             "sampling": {"attempts": 9, "rejected": {"necessity": 7}}, "drops": {}, "retained_rate": 1.0,
+             "hops": {2: 2}, "shapes": {"chain": 2}, "difficulty": {"easy": 0, "medium": 2, "hard": 0},
+             "cost": {"by_stage": {}, "by_role": {}, "total": {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0,
+                                                              "cost_usd": 0, "cache_hits": 0, "failures": 0},
+                      "per_retained_example": None, "per_tree": None, "by_stage_per_retained_example": {}},
+             "empty_reason": None}
+    out = write_export(tmp_path, rows, kg_features(), stats, render_kg_card, 2)
+    ds = load_from_disk(str(tmp_path / "dataset" / "hf"))["train"]
+    assert out["n_examples"] == 2 and ds["answer"] == ["K2", "K2"] and ds["race_rubrics"][1] == ""
+    assert json.loads(ds["subgraph"][0])["branches"] == [["a", "b", "c"]]
+    card = (tmp_path / "dataset" / "README.md").read_text()
+    assert "| necessity | 7 |" in card and "| medium | 2 |" in card and "| 2 | 2 |" in card
+    assert len(load_from_disk(str(tmp_path / "dataset" / "drtulu"))["train"]) == 3
