@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from rubricforge.errors import UserError
+from rubricforge.errors import RunFailed, UserError
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   help="Build evidence-grounded query–rubric datasets, rewards and RL runs for deep-research agents.")
@@ -25,13 +25,24 @@ app.add_typer(reward_app, name="reward")
 
 ConfigOpt = Annotated[Optional[Path], typer.Option("--config", "-c", help="YAML config file.")]
 SetOpt = Annotated[Optional[list[str]], typer.Option("--set", "-s", help="Override a config key: --set build.max_depth=2 (repeatable).")]
+RunnerOpt = Annotated[Optional[str], typer.Option("--runner", help="Where tasks run: threads | processes | dask | ray "
+                                                   "(runner.kind).")]
+AddressOpt = Annotated[Optional[str], typer.Option("--address", help="Dask scheduler (tcp://host:8786) or Ray cluster "
+                                                    "(ray://host:10001); default: a local one.")]
+WorkersOpt = Annotated[Optional[int], typer.Option("--workers", help="Threads, processes or local workers.")]
+VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect's logs too (always written to the "
+                                          "run directory's logs/).")]
+
+
+def _overrides(overrides: list[str] | None, **flags: object) -> list[str]:
+    """``--set`` items plus the flags that were given, as ``key=value`` overrides."""
+    return [*(overrides or []), *(f"{key}={value}" for key, value in flags.items() if value is not None)]
 
 
 def _config(config: Path | None, overrides: list[str] | None, **flags: object):
     from rubricforge.config import load_config
 
-    extra = [f"{key}={value}" for key, value in flags.items() if value is not None]
-    return load_config(config, [*(overrides or []), *extra])
+    return load_config(config, _overrides(overrides, **flags))
 
 
 def _console():
@@ -54,14 +65,19 @@ def build(
     push_to_hub: Annotated[Optional[str], typer.Option("--push-to-hub", help="Push the dataset to this Hub repo "
                                                         "(token from HF_TOKEN).")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    runner: RunnerOpt = None,
+    address: AddressOpt = None,
+    workers: WorkersOpt = None,
+    verbose: VerboseOpt = False,
     source: Annotated[str, typer.Option("--source", help="tree (evidence trees) | kg (knowledge-graph multi-hop "
                                                          "questions; default run dir runs/kg).")] = "tree",
 ) -> None:
-    """Build the evidence-tree query–rubric dataset (resumable: run the same command again)."""
-    from rubricforge.jobs import build_dataset
+    """Build the evidence-tree query–rubric dataset (resumable: run the same command again).
 
-    cfg = _config(config, set_, **{"run_dir": run_dir, "build.n_trees": n_trees,
-                                   "build.rubric_source": rubric_source})
+    Runs the ``build_dataset`` Prefect flow (Prefect's temporary server unless PREFECT_API_URL is set)."""
+    flags = {"run_dir": run_dir, "build.n_trees": n_trees, "build.rubric_source": rubric_source,
+             "runner.kind": runner, "runner.address": address, "runner.workers": workers}
+    cfg = _config(config, set_, **flags)
     if source not in ("tree", "kg"):
         raise UserError(f"unknown --source '{source}'", "use --source tree or --source kg")
     if source == "kg":
@@ -70,7 +86,11 @@ def build(
         for line in build_kg_dataset(cfg, progress=not quiet, push_to_hub=push_to_hub).lines():
             _console().print(line, markup=False, highlight=False)
         return
-    _print_build_summary(build_dataset(cfg, progress=not quiet, push_to_hub=push_to_hub), cfg)
+    from rubricforge.flows import local
+
+    result = local.build(cfg, str(config) if config else None, _overrides(set_, **flags), push_to_hub,
+                         progress=not quiet, verbose=verbose)
+    _print_build_summary(result, cfg)
 
 
 def _print_build_summary(result, cfg) -> None:
@@ -114,13 +134,14 @@ def corpus_build(
     path: Annotated[Optional[str], typer.Option(help="Corpus file, folder or glob.")] = None,
     index_kind: Annotated[Optional[str], typer.Option("--index", help="exact | hnsw | ivfpq")] = None,
     out: Annotated[Optional[Path], typer.Option(help="Index folder (default: the cache).")] = None,
+    verbose: VerboseOpt = False,
 ) -> None:
-    """Load, chunk, embed and index a corpus (resumable)."""
-    from rubricforge.corpora.build import build_index
+    """Load, chunk, embed and index a corpus (resumable): the ``index_corpus`` Prefect flow."""
+    from rubricforge.flows import local
 
-    cfg = _config(config, set_, **{"corpus.source": source, "corpus.path": path, "index.kind": index_kind,
-                                   "tools.index_dir": out})
-    info = build_index(cfg, progress=True)
+    flags = {"corpus.source": source, "corpus.path": path, "index.kind": index_kind, "tools.index_dir": out}
+    cfg = _config(config, set_, **flags)
+    info = local.index(cfg, str(config) if config else None, _overrides(set_, **flags), verbose=verbose)
     _console().print(f"[green]index ready[/green] {info.path}  passages={info.n_passages}  "
                      f"kind={info.kind}  snapshot={info.corpus_hash[:12]}")
 
@@ -289,6 +310,9 @@ def main() -> None:
     except UserError as err:
         typer.echo(f"error: {err}", err=True)
         sys.exit(2)
+    except RunFailed as err:
+        typer.echo(f"failed: {err}", err=True)
+        sys.exit(1)
     except click.exceptions.Abort:
         typer.echo("interrupted: finished work is kept; run the same command again to resume", err=True)
         sys.exit(130)

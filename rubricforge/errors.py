@@ -14,3 +14,8 @@ class UserError(Exception):
 
 class BudgetExceeded(UserError):
     """The configured cost or token budget is spent; finished work is kept and a re-run resumes."""
+
+
+class RunFailed(Exception):
+    """A run that ended Failed (a task that still raised after its retries); ``str(err)`` is one line naming
+    what failed. Finished work is kept and the same command resumes; the CLI exits 1."""

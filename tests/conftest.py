@@ -55,3 +55,15 @@ def small_index_cfg(tmp_path_factory) -> Config:
                  f"run_dir={root / 'run'}")
     build_index(cfg, progress=False)
     return cfg
+
+
+@pytest.fixture(scope="session")
+def prefect_server():
+    """One Prefect test server for the session's flow tests; yields its API URL (tests that start worker
+    processes export it, so that those report to the same server)."""
+    from prefect.settings import PREFECT_API_URL
+    from prefect.testing.utilities import prefect_test_harness
+
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # its heartbeat only adds log noise
+    with prefect_test_harness(server_startup_timeout=60):
+        yield PREFECT_API_URL.value()

@@ -12,7 +12,7 @@ import threading
 import time
 from collections import deque
 from contextlib import asynccontextmanager
-from typing import AsyncIterator
+from typing import AsyncIterator, Callable
 
 
 class CrossLoopSemaphore:
@@ -123,9 +123,12 @@ class ModelLimits:
 
 
 class LimitRegistry:
-    """One :class:`ModelLimits` per (model, api_base), created on first use with that role's settings."""
+    """One :class:`ModelLimits` per (model, api_base), created on first use with that role's settings by
+    ``factory(model, api_base, concurrency, rpm, tpm)`` (default: in-process limits; the Prefect flows pass
+    one whose limits hold across every worker, :mod:`rubricforge.flows.limits`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, factory: Callable[[str, str | None, int, int | None, int | None], ModelLimits] | None = None):
+        self._factory = factory or (lambda model, api_base, concurrency, rpm, tpm: ModelLimits(concurrency, rpm, tpm))
         self._lock = threading.Lock()
         self._limits: dict[tuple[str, str | None], ModelLimits] = {}
 
@@ -134,5 +137,5 @@ class LimitRegistry:
         with self._lock:
             key = (model, api_base)
             if key not in self._limits:
-                self._limits[key] = ModelLimits(concurrency, rpm, tpm)
+                self._limits[key] = self._factory(model, api_base, concurrency, rpm, tpm)
             return self._limits[key]

@@ -44,6 +44,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import yaml
@@ -103,7 +104,10 @@ async def _run_build(cfg: Config, progress: bool) -> BuildSummary:
         worker = TreeWorker(cfg, plan.invocation, index=index)
         try:
             with watch_progress(plan.run_dir, tree_ids(len(plan.seeds)), plan.invocation, enabled=progress):
-                outcomes = await _run_trees(worker, plan.seeds, cfg.build.tree_concurrency)
+                await _run_trees(worker, plan.seeds, cfg.build.tree_concurrency)
+            status = "complete"
+        except BudgetExceeded as exc:
+            status = f"stopped: {exc}"
         except UserError as exc:
             write_manifest(cfg, plan, f"failed: {exc}")
             raise
@@ -114,29 +118,24 @@ async def _run_build(cfg: Config, progress: bool) -> BuildSummary:
             await worker.aclose()
     finally:
         index.close()
-    return finish_build(cfg, plan, build_status(outcomes))
+    return finish_build(cfg, plan, status)
 
 
-async def _run_trees(worker: TreeWorker, seeds: list[Seed], concurrency: int) -> list[dict[str, str]]:
+async def _run_trees(worker: TreeWorker, seeds: list[Seed], concurrency: int) -> None:
     """Every seed's tree through the three stages, ``concurrency`` trees at a time; the first failure
     cancels the others (their finished items are already logged)."""
     sem = asyncio.Semaphore(concurrency)
 
-    async def one(seed: Seed) -> dict[str, str]:
+    async def one(seed: Seed) -> None:
         async with sem:
-            return await worker.run(seed)
+            await worker.run(seed)
 
     try:
         async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(one(seed)) for seed in seeds]
+            for seed in seeds:
+                group.create_task(one(seed))
     except BaseExceptionGroup as eg:
         raise eg.exceptions[0] from None
-    return [t.result() for t in tasks]
-
-
-def build_status(outcomes: list[dict[str, str]]) -> str:
-    """``complete``, or the first ``stopped: <reason>`` among the trees' outcomes."""
-    return next((o["status"] for o in outcomes if o["status"] != "complete"), "complete")
 
 
 def tree_id_for(seed: Seed) -> str:
@@ -257,8 +256,9 @@ class TreeWorker:
         self.computed: Counter[str] = Counter()
         self.ledger_path = ledger_path(self.run_dir, invocation, uuid.uuid4().hex[:8])
 
-    async def run(self, seed: Seed, stages: tuple[str, ...] = STAGES) -> dict[str, str]:
-        """``{"tree_id", "status"}``; status is ``complete`` or ``stopped: <reason>`` (budget spent)."""
+    async def run(self, seed: Seed, stages: Sequence[str] = STAGES) -> str:
+        """Take the seed's tree through ``stages``; returns the tree id. Raises BudgetExceeded when the budget
+        is spent (the item in flight is not logged)."""
         key, last = tree_id_for(seed), max(STAGES.index(s) for s in stages)
         try:
             tree = await self._stage1(seed, "trees" in stages)
@@ -266,11 +266,9 @@ class TreeWorker:
                 candidate = await self._stage2(tree, "candidates" in stages)
                 if last >= 2:
                     await self._stage3(candidate, tree)
-        except BudgetExceeded as exc:
-            return {"tree_id": key, "status": f"stopped: {exc}"}
         finally:
             self._save_ledger()
-        return {"tree_id": key, "status": "complete"}
+        return key
 
     async def aclose(self) -> None:
         self.builder.close()
@@ -421,10 +419,10 @@ def write_manifest(cfg: Config, plan: BuildPlan, status: str, summary: BuildSumm
 
 def open_index(cfg: Config, progress: bool) -> CorpusIndex:
     """The corpus index of ``cfg`` (built first when missing)."""
-    from rubricforge.corpora.build import build_index
-    from rubricforge.corpora.index_store import META_FILE, CorpusIndex
+    from rubricforge.corpora.build import build_index, index_ready
+    from rubricforge.corpora.index_store import CorpusIndex
 
-    if not (cfg.index_dir() / META_FILE).is_file():
+    if not index_ready(cfg):
         build_index(cfg, progress=progress)
     index = CorpusIndex.from_config(cfg)
     if len(index) == 0:

@@ -1,0 +1,13 @@
+"""Prefect flows and tasks that call the pipelines (no logic of their own).
+
+* :func:`rubricforge.flows.corpus.index_corpus` — load -> chunk -> embed -> index.
+* :func:`rubricforge.flows.build.build_dataset` — seed topics -> evidence trees -> synthesis -> rule
+  checks -> verification -> export; ``build_trees``, ``synthesize``, ``verify`` and
+  ``export_dataset`` run one stage alone.
+* :mod:`rubricforge.flows.runners` — threads, processes, Dask or Ray, from ``runner.*``.
+* :mod:`rubricforge.flows.limits` — LLM limits shared by every worker (Prefect global concurrency limits).
+* :mod:`rubricforge.flows.session` — what the CLI wraps a flow in: Prefect's temporary server when no
+  ``PREFECT_API_URL`` is set, Prefect's logs in the run directory.
+
+Importing this package does not import Prefect; its modules do.
+"""

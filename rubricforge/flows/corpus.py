@@ -1,0 +1,32 @@
+"""The ``index_corpus`` flow: load -> chunk (the passage store) -> embed -> index -> meta.json.
+
+Each stage is a task that reuses its previous output when its key is unchanged (see
+:mod:`rubricforge.corpora.build`), so a re-run after a crash resumes: the store when complete, the
+embedding per shard, the index when built.
+"""
+
+from __future__ import annotations
+
+import time
+
+from prefect import flow
+
+from rubricforge.config import Config, load_config
+from rubricforge.corpora.build import IndexInfo
+from rubricforge.flows import tasks
+
+
+@flow(name="index_corpus")
+def index_corpus(config_path: str | None = None, overrides: list[str] | None = None,
+                      progress: bool = False) -> IndexInfo:
+    """Build (or finish, or reuse) the index of the configured corpus in ``cfg.index_dir()``."""
+    return index_tasks(load_config(config_path, overrides), progress)
+
+
+def index_tasks(cfg: Config, progress: bool = False) -> IndexInfo:
+    """The four index tasks in turn (inside a flow)."""
+    t0 = time.perf_counter()
+    stored = tasks.store(cfg, progress)
+    embedded = tasks.embed(cfg, stored, progress)
+    indexed = tasks.index(cfg, stored, embedded, progress)
+    return tasks.meta(cfg, stored, embedded, indexed, time.perf_counter() - t0)

@@ -1,0 +1,74 @@
+"""What the CLI runs a flow in: Prefect's logs routed to the run directory, and a Prefect API.
+
+:func:`route_logs`: Prefect (and Dask, and the temporary server) log to ``<log_dir>/prefect.log``
+instead of the terminal (``verbose``: to both). Call it before anything imports Prefect: the logging
+config is read when Prefect is imported, here and in worker processes. :func:`prefect_api`: without
+``PREFECT_API_URL`` (environment or Prefect profile) it starts Prefect's temporary local server and
+exports its URL, so worker processes (a process pool, a local Dask cluster) report to the same server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import yaml
+
+CONSOLE_HANDLERS = ("console", "debug")
+STARTUP_TIMEOUT_S = 90
+
+
+def logging_config(log_file: Path, verbose: bool) -> dict:
+    """Prefect's default logging config with its console handlers writing to ``log_file`` (or, verbose,
+    with a file handler added beside them)."""
+    from importlib.util import find_spec
+
+    default = Path(find_spec("prefect").submodule_search_locations[0]) / "logging" / "logging.yml"
+    config = yaml.safe_load(default.read_text(encoding="utf-8"))
+    file_handler = {"level": 0, "class": "logging.FileHandler", "formatter": "standard",
+                    "filename": str(log_file), "encoding": "utf-8", "delay": True}
+    if verbose:
+        config["handlers"]["file"] = file_handler
+        for logger in [*config["loggers"].values(), config["root"]]:
+            if set(logger.get("handlers", [])) & set(CONSOLE_HANDLERS):
+                logger["handlers"] = [*logger["handlers"], "file"]
+    else:
+        for name in CONSOLE_HANDLERS:
+            config["handlers"][name] = file_handler
+    config["loggers"]["distributed"] = {"level": "INFO", "handlers": ["console"], "propagate": False}
+    return config
+
+
+def route_logs(log_dir: str | Path, verbose: bool = False) -> Path:
+    """Write the logging config into ``log_dir`` and point Prefect (this process and its children) at it."""
+    log_dir = Path(log_dir).resolve()
+    log_dir.mkdir(parents=True, exist_ok=True)
+    path = log_dir / "prefect-logging.yml"
+    path.write_text(yaml.safe_dump(logging_config(log_dir / "prefect.log", verbose), sort_keys=False), encoding="utf-8")
+    os.environ["PREFECT_LOGGING_SETTINGS_PATH"] = str(path)
+    os.environ.setdefault("PREFECT_LOGGING_LOG_PRINTS", "false")
+    return log_dir / "prefect.log"
+
+
+@contextlib.contextmanager
+def prefect_api() -> Iterator[str]:
+    """The configured Prefect API, or Prefect's temporary local server for the duration (its URL exported)."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    if url := PREFECT_API_URL.value():
+        yield url
+        return
+    from prefect.server.api.server import SubprocessASGIServer
+
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # its heartbeat only adds log noise here
+    server = SubprocessASGIServer()
+    server.start(timeout=STARTUP_TIMEOUT_S)
+    os.environ["PREFECT_API_URL"] = server.api_url
+    try:
+        with temporary_settings({PREFECT_API_URL: server.api_url}):
+            yield server.api_url
+    finally:
+        os.environ.pop("PREFECT_API_URL", None)
+        server.stop()

@@ -1,0 +1,90 @@
+"""The flows' tasks: each calls one pipeline function (the flows only wire them together).
+
+Tree tasks persist their results under ``<run_dir>/prefect/`` with a cache keyed by their inputs and
+source (not Prefect's DEFAULT policy, which includes the flow run id), so a finished tree is a cache
+hit in any later flow run on the same run directory; the stage logs in the run directory resume the
+trees that were in flight. The index stages keep their own keys in the index folder, so their tasks
+are not cached by Prefect (a deleted index folder must be rebuilt, not answered from a cache).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from prefect import task
+from prefect.cache_policies import INPUTS, NO_CACHE, TASK_SOURCE
+
+from rubricforge.config import Config
+from rubricforge.corpora import build as corpus
+from rubricforge.corpora.build import IndexInfo
+from rubricforge.errors import BudgetExceeded
+from rubricforge.jobs import JobResult, export_run
+from rubricforge.pipelines.build import BuildPlan, BuildSummary, finish_build, prepare_build
+from rubricforge.pipelines.seeds import Seed
+
+# ---------------------------------------------------------------- corpus indexing
+
+
+@task(name="load-and-chunk", cache_policy=NO_CACHE)
+def store(cfg: Config, progress: bool) -> dict[str, Any]:
+    with corpus.StageBar(progress) as bar:
+        return corpus.store_stage(cfg, bar)
+
+
+@task(name="embed", cache_policy=NO_CACHE)
+def embed(cfg: Config, stored: dict[str, Any], progress: bool) -> dict[str, Any]:
+    with corpus.StageBar(progress) as bar:
+        return corpus.embed_stage(cfg, stored, bar)
+
+
+@task(name="index", cache_policy=NO_CACHE)
+def index(cfg: Config, stored: dict[str, Any], embedded: dict[str, Any], progress: bool) -> dict[str, Any]:
+    with corpus.StageBar(progress) as bar:
+        return corpus.index_stage(cfg, stored, embedded, bar)
+
+
+@task(name="write-meta", cache_policy=NO_CACHE)
+def meta(cfg: Config, stored: dict[str, Any], embedded: dict[str, Any], indexed: dict[str, Any],
+         seconds: float) -> IndexInfo:
+    return corpus.write_meta(cfg, stored, embedded, indexed, seconds)
+
+
+# ---------------------------------------------------------------- dataset building
+
+
+@task(name="prepare", cache_policy=NO_CACHE)
+def prepare(cfg: Config, invocation: str | None) -> BuildPlan:
+    return prepare_build(cfg, invocation=invocation)
+
+
+@task(name="tree", task_run_name="tree-{seed.index:04d}")
+def tree(cfg: Config, invocation: str, seed: Seed, stages: list[str]) -> str:
+    """One seed's tree through ``stages`` on this process's worker; returns the tree id."""
+    from rubricforge.flows.workers import worker_for
+
+    return asyncio.run(worker_for(cfg, invocation).run(seed, stages))
+
+
+def tree_task(cfg: Config) -> Any:
+    """``tree`` with this run's cache location, result storage and retries."""
+    prefect_dir = Path(cfg.run_dir).resolve() / "prefect"
+    return tree.with_options(
+        cache_policy=((INPUTS - "invocation") + TASK_SOURCE).configure(key_storage=prefect_dir / "cache"),
+        result_storage=prefect_dir / "results", persist_result=True, retries=cfg.runner.task_retries,
+        retry_delay_seconds=cfg.runner.retry_delay_s, retry_condition_fn=_retry_unless_budget)
+
+
+def _retry_unless_budget(task: Any, task_run: Any, state: Any) -> bool:
+    return not isinstance(state.result(raise_on_failure=False), BudgetExceeded)
+
+
+@task(name="finish", cache_policy=NO_CACHE)
+def finish(cfg: Config, plan: BuildPlan, status: str) -> BuildSummary:
+    return finish_build(cfg, plan, status)
+
+
+@task(name="export", cache_policy=NO_CACHE)
+def export(cfg: Config, summary: BuildSummary, push_to_hub: str | None) -> JobResult:
+    return export_run(cfg, summary, push_to_hub)

@@ -1,0 +1,180 @@
+"""The Prefect flows on a Prefect test server (one per session): the replayed main job as a flow matches
+the in-process build, resumes from the cache and the run directory, runs the same on a two-worker
+Dask LocalCluster, keeps LLM concurrency within the per-model limit across workers, and fails with
+the failing tree named while keeping finished work."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import derive
+from rubricforge.config import Config
+from rubricforge.errors import RunFailed
+from rubricforge.jobs import build_dataset as build_in_process
+from test_build import lines, replay
+
+pytestmark = pytest.mark.usefixtures("prefect_server")
+KEEP_ALL = "build.keep_decisions=[KEEP,REVISE,DROP]"  # the 0.5B model's verdicts are DROPs: export them all
+
+
+def config_file(cfg: Config, path: Path) -> str:
+    path.write_text(yaml.safe_dump(cfg.model_dump(mode="json")), encoding="utf-8")
+    return str(path)
+
+
+def run_flow(cfg: Config, tmp: Path, **kwargs):
+    from rubricforge.flows.build import build_dataset
+
+    return build_dataset(config_file(cfg, tmp / f"{Path(cfg.run_dir).name}.yaml"), **kwargs)
+
+
+def rows(dataset_dir: str | Path) -> list[dict]:
+    data = [json.loads(x) for x in (Path(dataset_dir) / "data.jsonl").read_text().splitlines()]
+    return sorted(data, key=lambda r: r["id"])
+
+
+def stage_records(run_dir: Path) -> dict[str, list]:
+    return {name: sorted((json.loads(x) for x in lines(run_dir, name)), key=lambda r: r["key"])
+            for name in ("trees", "candidates", "verdicts")}
+
+
+def tree_task_runs(state: str, name: str | None = None) -> list:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import (TaskRunFilter, TaskRunFilterName, TaskRunFilterState,
+                                                TaskRunFilterStateName)
+
+    with get_client(sync_client=True) as client:
+        runs = client.read_task_runs(task_run_filter=TaskRunFilter(
+            name=TaskRunFilterName(like_=name or "tree-"), state=TaskRunFilterState(name=TaskRunFilterStateName(
+                any_=[state]))), limit=200)
+    return [r for r in runs if name is None or r.name == name]
+
+
+@pytest.fixture(scope="module")
+def threads(small_index_cfg, tmp_path_factory):
+    """The replayed build in process and as a flow on the thread runner."""
+    root = tmp_path_factory.mktemp("flows")
+    direct = build_in_process(replay(small_index_cfg, root / "direct", KEEP_ALL), progress=False)
+    cfg = replay(small_index_cfg, root / "threads", KEEP_ALL)
+    return {"direct": direct, "flow": run_flow(cfg, root), "cfg": cfg, "root": root}
+
+
+def test_build_dataset_flow_matches_the_in_process_build(threads):
+    flow, direct = threads["flow"], threads["direct"]
+    assert flow.summary.status == "complete" and flow.summary.computed_now["trees"] == 2
+    assert flow.rows == direct.rows == 2
+    assert rows(flow.dataset_dir) == rows(direct.dataset_dir)
+    assert flow.summary.ledger["calls"] == direct.summary.ledger["calls"] > 0
+    run = Path(flow.summary.run_dir)
+    assert stage_records(run) == stage_records(Path(direct.summary.run_dir))
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["dataset_rows"] == 2
+    assert len(list((run / "prefect" / "results").iterdir())) == 2  # one persisted result per tree
+
+
+def test_a_second_flow_run_answers_the_trees_from_the_cache(threads):
+    before = len(tree_task_runs("Cached"))
+    again = run_flow(threads["cfg"], threads["root"])
+    assert len(tree_task_runs("Cached")) == before + 2  # both tree tasks: no work, no LLM call
+    assert again.summary.computed_now == {} and again.summary.ledger.get("calls", 0) == 0
+    assert rows(again.dataset_dir) == rows(threads["flow"].dataset_dir)
+
+
+def test_dask_local_cluster_builds_the_same_dataset_as_threads(threads, monkeypatch, prefect_server):
+    monkeypatch.setenv("PREFECT_API_URL", prefect_server)  # the cluster's worker processes report here
+    cfg = derive(threads["cfg"], f"run_dir={threads['root'] / 'dask'}", "runner.kind=dask", "runner.workers=2")
+    dask = run_flow(cfg, threads["root"])
+    assert dask.summary.status == "complete" and dask.summary.computed_now["trees"] == 2
+    assert rows(dask.dataset_dir) == rows(threads["flow"].dataset_dir)
+    assert stage_records(Path(cfg.run_dir)) == stage_records(Path(threads["cfg"].run_dir))
+    workers = list((Path(cfg.run_dir) / "ledgers").glob("*.json"))
+    assert dask.summary.ledger["calls"] == threads["flow"].summary.ledger["calls"]  # summed over the workers
+    assert len(workers) >= 1
+
+
+def test_a_failing_tree_is_retried_named_and_the_rerun_resumes(small_index_cfg, threads, tmp_path):
+    # a recording of tree 0's answers only: tree 1's first call has no recorded answer and raises
+    one = tmp_path / "tree0.jsonl"
+    build_in_process(replay(small_index_cfg, tmp_path / "record", "build.n_trees=1", f"llm.record_path={one}"),
+                     progress=False)
+    cfg = replay(small_index_cfg, tmp_path / "run", KEEP_ALL, "runner.retry_delay_s=0", recording=one)
+    with pytest.raises(RunFailed) as err:
+        run_flow(cfg, tmp_path)
+    message = str(err.value)
+    assert message.startswith("tree-0001 failed after 2 attempt(s): ReplayMiss") and "\n" not in message
+    assert "1 of 2 trees failed" in message
+    [failed] = tree_task_runs("Failed", "tree-0001")[-1:]
+    assert failed.run_count == 2  # runner.task_retries=1: retried once
+    run = Path(cfg.run_dir)
+    assert [json.loads(x)["key"] for x in lines(run, "trees")] == ["tree-0000"]  # finished work kept
+    assert json.loads((run / "manifest.json").read_text())["status"].startswith("failed: tree-0001")
+    # the recording is fixed: the same flow resumes, tree 0 from the cache, tree 1 computed
+    resumed = run_flow(derive(cfg, f"llm.replay_path={threads['cfg'].llm.replay_path}"), tmp_path)
+    assert resumed.summary.status == "complete" and resumed.summary.computed_now["trees"] == 1
+    assert rows(resumed.dataset_dir) == rows(threads["flow"].dataset_dir)
+
+
+# ---------------------------------------------------------------- LLM limits across workers
+
+
+async def _calls(cfg: Config, n: int) -> None:
+    from rubricforge.flows.limits import registry
+    from rubricforge.llm import LLMClient
+
+    client = LLMClient(cfg.llm, limits=registry(cfg))
+    try:
+        await asyncio.gather(*(client.generate("generator", [{"role": "user", "content": f"q{i}"}])
+                               for i in range(n)))
+    finally:
+        await client.aclose()
+
+
+def burst(cfg: Config, n: int) -> None:
+    """One task's worth of parallel LLM calls, each with its own client (as separate workers have)."""
+    asyncio.run(_calls(cfg, n))
+
+
+def llm_flow(cfg: Config, tasks: int, calls: int) -> None:
+    from prefect import flow, task, unmapped
+    from prefect.futures import wait
+
+    from rubricforge.flows.limits import ensure_limits, shared
+    from rubricforge.flows.runners import task_runner
+
+    @flow(name="llm-burst", task_runner=task_runner(cfg.runner))
+    def bursts() -> None:
+        if shared(cfg):
+            ensure_limits(cfg)
+        futures = task(burst).map(unmapped(cfg), [calls] * tasks)
+        wait(futures)
+        for f in futures:
+            f.result()
+
+    bursts()
+
+
+def test_llm_concurrency_stays_within_the_model_limit_across_dask_workers(monkeypatch, prefect_server, tmp_path):
+    import cloudpickle
+
+    from llm_fakes import FakeOpenAI, Reply, litellm_llm_config
+
+    monkeypatch.setenv("PREFECT_API_URL", prefect_server)
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import this test module
+    with FakeOpenAI([Reply('{"capital": "Paris"}', delay_s=0.3)], keep_requests=False) as server:
+        data = Config().model_dump(mode="json")
+        data["llm"].update(litellm_llm_config(tmp_path, server, concurrency=2))
+        data["llm"]["cache_path"] = ""
+        data["runner"] = {"kind": "dask", "workers": 2}
+        cfg = Config.model_validate(data)
+        llm_flow(cfg, tasks=8, calls=3)
+        assert server.n_requests == 24
+        assert server.max_in_flight == 2  # the limit, reached and never exceeded by 2 workers x 2 threads x 3 calls
+        server.max_in_flight = 0
+        llm_flow(derive(cfg, "runner.llm_limits=process"), tasks=8, calls=3)
+        assert server.max_in_flight > 2  # per-process limits alone do not hold across tasks and workers
