@@ -3,7 +3,8 @@
 Input: a raw completion string, or a list of chat messages (TRL conversational completions).
 
 Steps (Search-RL, MindDR §5.2: one step = thought + action + observation). A message list gives one
-step per assistant message; its ``tool_calls`` ([{"type": "function", "function": {"name",
+step per assistant message; its ``reasoning_content`` (where TRL's response parser puts a ``<think>``
+block) comes first as a ``<think>`` block, its ``tool_calls`` ([{"type": "function", "function": {"name",
 "arguments"}}], arguments a dict or a JSON string) are rendered as ``<tool_call>`` blocks after its
 content (unless the content already holds ``<tool_call>`` text), and the ``role: "tool"`` messages
 that follow are the step's observations (``<tool_response>`` wrapping optional). Other roles are
@@ -201,6 +202,8 @@ def _turns_from_messages(messages: Sequence[Mapping[str, Any]]) -> tuple[list[_T
         role = message.get("role")
         if role == "assistant":
             text = _content_text(message.get("content"))
+            if (reasoning := message.get("reasoning_content")) and "<think>" not in text:
+                text = f"<think>{reasoning}</think>\n{text}"  # TRL's Qwen parser moves <think> out of content
             if not _CALL_OPEN.search(text):
                 text += "".join(_render_call(c) for c in message.get("tool_calls") or [])
             turns.append(_Turn(text))

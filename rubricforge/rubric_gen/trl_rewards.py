@@ -22,7 +22,7 @@ from typing import Any
 from rubricforge.rubric_gen.scorer import RewardScorer, Rollout
 
 RewardFunction = Callable[..., Awaitable[list[float | None]]]
-NOT_COLUMNS = {"completion_ids", "trainer_state", "log_extra", "log_metric"}
+NOT_COLUMNS = {"completion_ids", "trainer_state", "log_extra", "log_metric", "environments"}
 
 
 def reward_functions(scorer: RewardScorer, names: Sequence[str] = ("composite",)) -> list[RewardFunction]:
@@ -38,11 +38,18 @@ def rows_from(kwargs: dict[str, Any], n: int) -> list[dict[str, Any]]:
     return [{k: v[i] for k, v in columns.items()} for i in range(n)]
 
 
+def rollouts_from(completions: list[Any], kwargs: dict[str, Any]) -> list[Rollout]:
+    """One Rollout per completion; with TRL's ``environments`` (tool rollouts), each environment's
+    ``snippets`` store goes with its rollout so cited ids resolve."""
+    environments = kwargs.get("environments") or [None] * len(completions)
+    return [Rollout(row, completion, getattr(env, "snippets", None))
+            for row, completion, env in zip(rows_from(kwargs, len(completions)), completions, environments)]
+
+
 def _make(scorer: RewardScorer, name: str) -> RewardFunction:
     async def reward(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float | None]:
-        rows = rows_from(kwargs, len(completions))
-        values = await asyncio.gather(*(scorer.component(name, Rollout(row, completion))
-                                        for row, completion in zip(rows, completions)))
+        values = await asyncio.gather(*(scorer.component(name, rollout)
+                                        for rollout in rollouts_from(completions, kwargs)))
         if callable(log_metric := kwargs.get("log_metric")):
             log_metric(f"{name}/unscored", float(sum(v is None for v in values)))
         return list(values)
