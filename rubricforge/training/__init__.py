@@ -1,0 +1,13 @@
+"""TRL integration (DeepRubric §3.3, §4.1 "Tool environment", App. B, App. D; MindDR §5.4).
+
+* :mod:`~rubricforge.training.grpo` — ``rubricforge train grpo``: GRPOTrainer with tool-using rollouts;
+* :mod:`~rubricforge.training.environment` — the per-rollout search / browse / scholar environment;
+* :mod:`~rubricforge.training.rewards` — the reward function handed to TRL, with per-step metrics;
+* :mod:`~rubricforge.training.presets` — the paper's and a small GPU's hyperparameters, loss types;
+* :mod:`~rubricforge.training.data`, :mod:`~rubricforge.training.model` — dataset rows, tokenizer checks;
+* :mod:`~rubricforge.training.rollouts`, :mod:`~rubricforge.training.sft`, :mod:`~rubricforge.training.dpo` —
+  sampling trajectories, the cold-start SFT stage, preference pairs.
+
+Nothing here is imported by the rest of the package; torch, transformers, trl and datasets are imported
+inside functions.
+"""

@@ -1,0 +1,62 @@
+"""The policy's tokenizer: loaded offline-friendly, its chat template checked for tool calling.
+
+TRL parses tool calls only for chat templates it knows (Qwen2.5 / Qwen3, Llama 3.1+, GLM-4-MoE, gpt-oss,
+...; Gemma 3 not). ``train.chat_template`` replaces the model's template with a known one (``qwen2.5``,
+``qwen3``) or a ``.jinja`` file, for a model fine-tuned on that format.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rubricforge.errors import UserError
+
+TEMPLATE_FIX = ("use a model whose chat template TRL can parse (Qwen2.5, Qwen3, Llama 3.1), set "
+                "train.chat_template=qwen2.5 (or qwen3, or a .jinja file), or set the tokenizer's response_template")
+KNOWN_TEMPLATES = {"qwen2.5": "qwen2_5_chat_template", "qwen3": "qwen3_chat_template"}
+
+
+def load_tokenizer(model: str, chat_template: str | None = None, tools: bool = True) -> Any:
+    """The tokenizer of ``model`` (a folder or a Hub name in the local cache), with ``chat_template`` applied;
+    with ``tools``, a UserError unless TRL can render and parse its tool calls."""
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(model)
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot load the tokenizer of model '{model}' ({str(exc).splitlines()[0][:160]})",
+                        "pass a local model folder (save_pretrained) or a Hub name already in the local cache") from None
+    if chat_template:
+        tokenizer.chat_template = _template(chat_template)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    if tools:
+        ensure_tool_calling(tokenizer, model)
+    return tokenizer
+
+
+def _template(name: str) -> str:
+    if name in KNOWN_TEMPLATES:
+        from trl import chat_template_utils
+
+        return getattr(chat_template_utils, KNOWN_TEMPLATES[name])
+    path = Path(name)
+    if not path.is_file():
+        raise UserError(f"chat template '{name}' is neither a known template nor a file",
+                        f"use one of {', '.join(KNOWN_TEMPLATES)} or a path to a .jinja file")
+    return path.read_text(encoding="utf-8")
+
+
+def ensure_tool_calling(tokenizer: Any, model: str) -> None:
+    """Raise a UserError naming the fix unless TRL can render and parse tool calls with this chat template."""
+    from trl.chat_template_utils import add_response_schema, supports_tool_calling
+
+    if not supports_tool_calling(tokenizer):
+        raise UserError(f"the chat template of model '{model}' cannot render tool calls", TEMPLATE_FIX)
+    if getattr(tokenizer, "response_template", None) is None and getattr(tokenizer, "response_schema", None) is None:
+        try:
+            add_response_schema(tokenizer)
+        except ValueError:
+            raise UserError(f"TRL cannot parse tool calls out of the chat template of model '{model}'",
+                            TEMPLATE_FIX) from None

@@ -1,0 +1,84 @@
+"""Hyperparameter presets and loss types, as keyword arguments of TRL's ``GRPOConfig``.
+
+* ``paper`` — DeepRubric App. B Table 5: group size 8, 8 prompts per step (batch 64), mini-batch 4 prompts
+  (``per_device_train_batch_size=4`` × 8 GPUs = 32 rollouts per optimiser step, 2 per generation), lr 1e-6
+  constant, KL 0, entropy 0, temperature 1.0, top-p 1.0, responses up to 28,288 tokens, BF16, weight decay
+  0, 140 steps, a checkpoint every 5 steps, vLLM at 0.6 of GPU memory. Needs GPUs (the paper: 8×A100).
+* ``small-gpu`` — the same recipe shrunk for one 24–80 GB GPU: group size 4, 2 prompts per step, responses
+  up to 4,096 tokens, gradient checkpointing, vLLM (colocated) at 0.3 of GPU memory.
+* ``cpu`` — a smoke run on CPU: group size 2, one prompt, 256-token responses, 1 step, FP32.
+
+Loss types (``train.loss``): ``grpo`` (the paper's: token-level ratios, per-sequence mean), ``dapo``
+(token-level mean over the batch, clip-higher ε_high = 0.28), ``gspo`` (sequence-level importance sampling,
+``importance_sampling_level="sequence"``, ε = 3e-4 / 4e-4 as in the GSPO paper and TRL's paper index).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rubricforge.errors import UserError
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "paper": dict(num_generations=8, generation_batch_size=64, per_device_train_batch_size=4,
+                  gradient_accumulation_steps=1, learning_rate=1e-6, lr_scheduler_type="constant", beta=0.0,
+                  entropy_coef=0.0, temperature=1.0, top_p=1.0, max_completion_length=28288, weight_decay=0.0,
+                  bf16=True, max_steps=140, save_steps=5, vllm_gpu_memory_utilization=0.6),
+    "small-gpu": dict(num_generations=4, generation_batch_size=8, per_device_train_batch_size=2,
+                      gradient_accumulation_steps=1, learning_rate=1e-6, lr_scheduler_type="constant", beta=0.0,
+                      temperature=1.0, top_p=1.0, max_completion_length=4096, weight_decay=0.0, bf16=True,
+                      gradient_checkpointing=True, max_steps=140, save_steps=20, vllm_gpu_memory_utilization=0.3),
+    "cpu": dict(num_generations=2, generation_batch_size=2, per_device_train_batch_size=2,
+                gradient_accumulation_steps=1, learning_rate=1e-6, beta=0.0, temperature=1.0,
+                max_completion_length=256, bf16=False, use_cpu=True, gradient_checkpointing=False, max_steps=1,
+                save_strategy="no", report_to="none"),
+}
+GPU_PRESETS = {"paper", "small-gpu"}
+PRESET_LOSS = {"paper": "grpo", "small-gpu": "grpo", "cpu": "grpo"}
+LOSSES: dict[str, dict[str, Any]] = {
+    "grpo": dict(loss_type="grpo", importance_sampling_level="token"),
+    "dapo": dict(loss_type="dapo", importance_sampling_level="token", epsilon_high=0.28),
+    "gspo": dict(loss_type="grpo", importance_sampling_level="sequence", epsilon=3e-4, epsilon_high=4e-4),
+}
+
+
+def preset_args(preset: str, loss: str | None = None) -> dict[str, Any]:
+    """The ``GRPOConfig`` keyword arguments of ``preset`` with ``loss`` (default: the preset's)."""
+    if preset not in PRESETS:
+        raise UserError(f"unknown training preset '{preset}'", f"use one of: {', '.join(PRESETS)}")
+    loss = loss or PRESET_LOSS[preset]
+    if loss not in LOSSES:
+        raise UserError(f"unknown loss type '{loss}'", f"use one of: {', '.join(LOSSES)}")
+    return {**PRESETS[preset], **LOSSES[loss]}
+
+
+def require_gpu(preset: str, args: dict[str, Any]) -> None:
+    """A UserError when ``preset`` (or BF16, or vLLM) needs a CUDA GPU and none is visible."""
+    import torch
+
+    if torch.cuda.is_available() or args.get("use_cpu"):
+        return
+    if preset in GPU_PRESETS or args.get("bf16") or args.get("use_vllm"):
+        raise UserError(f"preset '{preset}' needs a CUDA GPU and none is visible",
+                        "run on a GPU machine, or use --preset cpu for a CPU smoke run")
+
+
+def generation_args(mode: str, server_url: str | None = None) -> dict[str, Any]:
+    """How rollouts are generated: vLLM colocated / as a server when it is installed, else transformers."""
+    import importlib.util
+
+    has_vllm = importlib.util.find_spec("vllm") is not None
+    if mode == "auto":
+        import torch
+
+        if not (has_vllm and torch.cuda.is_available()):
+            return {"use_vllm": False}
+        mode = "vllm-server" if server_url else "vllm-colocate"
+    if mode == "transformers":
+        return {"use_vllm": False}
+    if not has_vllm:
+        raise UserError(f"train.generation={mode} needs vLLM, which is not installed",
+                        "install vLLM on the GPU machine (pip install 'trl[vllm]'), or set train.generation=transformers")
+    if mode == "vllm-colocate":
+        return {"use_vllm": True, "vllm_mode": "colocate"}
+    return {"use_vllm": True, "vllm_mode": "server", **({"vllm_server_base_url": server_url} if server_url else {})}

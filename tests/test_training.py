@@ -1,0 +1,237 @@
+"""Training building blocks: dataset columns and prompts, presets and loss types, the chat-template
+check, the tool environment (per-rollout snippets, leakage guard), the reward metrics and adapters."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from conftest import derive
+from tiny_qwen import build_tiny_qwen
+
+from rubricforge.agent_prompt import agent_system_prompt
+from rubricforge.config import Config
+from rubricforge.errors import UserError
+from rubricforge.rubric_gen.trajectory import parse_trajectory
+from rubricforge.training.data import training_rows
+from rubricforge.training.presets import generation_args, preset_args, require_gpu
+from rubricforge.training.rewards import step_metrics
+
+DATA = Path(__file__).parent / "data" / "training" / "examples.jsonl"
+
+
+def write_rows(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+# ------------------------------------------------------------ dataset
+
+
+def test_rows_get_the_agent_prompt_and_keep_their_columns():
+    rows = training_rows(DATA, ["composite"])
+    assert [r["id"] for r in rows] == ["ex-kubrick", "ex-seurat"]
+    assert rows[0]["prompt"] == [{"role": "system", "content": agent_system_prompt()},
+                                 {"role": "user", "content": rows[0]["question"]}]
+    assert rows[0]["rubrics"][0]["id"] == "c1"
+
+
+def test_a_row_with_its_own_prompt_keeps_it(tmp_path):
+    prompt = [{"role": "user", "content": "custom"}]
+    rows = training_rows(write_rows(tmp_path / "d.jsonl", [{"id": "a", "question": "q", "rubrics": [{"id": "c1"}],
+                                                            "prompt": prompt}]), ["composite"])
+    assert rows[0]["prompt"] == prompt
+
+
+@pytest.mark.parametrize("reward, row, column", [
+    ("composite", {"id": "a", "question": "q"}, "rubrics"),
+    ("format", {"id": "a", "rubrics": []}, "question"),
+    ("report", {"id": "a", "question": "q", "race_rubrics": "{}"}, "reference_report"),
+])
+def test_a_missing_column_names_the_column_and_the_reward(tmp_path, reward, row, column):
+    with pytest.raises(UserError, match=f"has no '{column}' column") as err:
+        training_rows(write_rows(tmp_path / "d.jsonl", [row]), [reward])
+    assert "train.reward" in str(err.value)
+
+
+# ------------------------------------------------------------ presets
+
+
+def test_paper_preset_is_table_5():
+    args = preset_args("paper")
+    assert (args["num_generations"], args["generation_batch_size"], args["learning_rate"], args["beta"],
+            args["temperature"], args["top_p"], args["max_steps"], args["save_steps"]) == (8, 64, 1e-6, 0.0, 1.0,
+                                                                                            1.0, 140, 5)
+    assert args["loss_type"] == "grpo" and args["importance_sampling_level"] == "token"
+
+
+def test_loss_types_map_to_trl():
+    assert preset_args("small-gpu", "gspo")["importance_sampling_level"] == "sequence"
+    assert preset_args("small-gpu", "dapo")["loss_type"] == "dapo"
+    with pytest.raises(UserError, match="unknown loss type 'ppo'"):
+        preset_args("paper", "ppo")
+    with pytest.raises(UserError, match="unknown training preset"):
+        preset_args("huge")
+
+
+def test_every_preset_and_loss_is_a_valid_grpo_config(tmp_path):
+    from trl import GRPOConfig
+
+    for preset in ("paper", "small-gpu", "cpu"):
+        for loss in ("grpo", "dapo", "gspo"):
+            args = {**preset_args(preset, loss), "use_cpu": True, "bf16": False, "output_dir": str(tmp_path)}
+            assert GRPOConfig(**args).num_generations == args["num_generations"]
+
+
+def test_gpu_presets_say_so_without_a_gpu():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible")
+    with pytest.raises(UserError, match="preset 'paper' needs a CUDA GPU") as err:
+        require_gpu("paper", preset_args("paper"))
+    assert "--preset cpu" in str(err.value)
+    require_gpu("cpu", preset_args("cpu"))
+
+
+def test_vllm_generation_without_vllm_names_the_fix():
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vLLM is installed")
+    with pytest.raises(UserError, match="needs vLLM") as err:
+        generation_args("vllm-server", "http://localhost:8000")
+    assert "train.generation=transformers" in str(err.value)
+    assert generation_args("auto") == {"use_vllm": False}
+
+
+# ------------------------------------------------------------ model
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory) -> Path:
+    return build_tiny_qwen(tmp_path_factory.mktemp("tiny") / "model", DATA.read_text().splitlines())
+
+
+def test_a_template_without_tool_calls_is_refused_with_the_fix(tiny_model, tmp_path):
+    from transformers import AutoTokenizer
+
+    from rubricforge.training.model import load_tokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_model)
+    tok.chat_template = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+                         "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    plain = tmp_path / "plain"
+    tok.save_pretrained(plain)
+    with pytest.raises(UserError, match="cannot render tool calls") as err:
+        load_tokenizer(str(plain))
+    assert "train.chat_template=qwen2.5" in str(err.value)
+    fixed = load_tokenizer(str(plain), chat_template="qwen2.5")
+    assert fixed.response_template is not None or fixed.response_schema is not None
+    with pytest.raises(UserError, match="cannot load the tokenizer"):
+        load_tokenizer(str(tmp_path / "missing"))
+
+
+# ------------------------------------------------------------ environment
+
+
+def test_each_rollout_has_its_own_snippets_and_its_question_is_kept_out(small_index_cfg):
+    from rubricforge.corpora.index_store import CorpusIndex
+    from rubricforge.corpora.tools import ToolBox
+    from rubricforge.training.environment import environment_factory
+
+    index = CorpusIndex.from_config(small_index_cfg)
+    passage = index.get(index.search(["Stanley Kubrick film"], 1)[0][0].passage.id)
+    question = " ".join(passage.text.split()[:20])
+    with ToolBox.from_config(derive(small_index_cfg, "tools.top_k=3"), index=index) as toolbox:
+        make = environment_factory(toolbox)
+        leaky, other = make(), make()
+        leaky.reset(id="x", question=question)
+        other.reset(id="y", question="Who painted the Mona Lisa?")
+        shown = leaky.search([question])
+        assert passage.id not in {s.passage_id for s in leaky.snippets}
+        assert leaky.tool_stats["leakage_dropped"] >= 1 and leaky.tool_stats["search_calls"] == 1
+        assert all(s.id in shown for s in leaky.snippets) and len(other.snippets) == 0
+        other.search("Kubrick")
+        assert passage.id in {s.passage_id for s in other.snippets}
+        assert other.browse("no-such-page").startswith("[tool error]")
+        leaky.reset(id="z", question="something else")
+        assert len(leaky.snippets) == 0 and leaky.tool_stats.get("search_calls", 0) == 0
+    index.close()
+
+
+def test_environment_methods_are_exactly_the_three_tools():
+    import inspect
+
+    from rubricforge.training.environment import ResearchEnvironment
+
+    public = {n for n, _ in inspect.getmembers(ResearchEnvironment, inspect.isfunction) if not n.startswith("_")}
+    assert public - {"reset"} == {"search", "browse", "scholar"}
+
+
+# ------------------------------------------------------------ rewards
+
+
+def test_step_metrics_average_scored_components_and_count_tools():
+    class Env:
+        def __init__(self, calls):
+            self.tool_stats = {"search_calls": calls, "search_errors": 0}
+
+    details = [{"value": 0.5, "components": {"rubric": 0.5, "format": 1.0}},
+               {"value": None, "components": {"rubric": None, "format": 0.0}}]
+    got = step_metrics("composite", details, [Env(2), Env(0)])
+    assert got == {"composite/rubric/mean": 0.5, "composite/rubric/unscored": 1.0, "composite/format/mean": 0.5,
+                   "composite/format/unscored": 0.0, "tools/search_calls": 1.0, "tools/search_errors": 0.0}
+
+
+def test_trl_adapter_resolves_citations_through_the_environment_snippets():
+    from rubricforge.corpora.snippets import SnippetStore
+    from rubricforge.rubric_gen.trl_rewards import rollouts_from
+    from rubricforge.schema import Snippet
+
+    class Env:
+        snippets = SnippetStore([Snippet(id="s1aaaaaaaaa", passage_id="p", text="t")])
+
+    got = rollouts_from(["a", "b"], {"question": ["q", "q"], "environments": [Env(), None]})
+    assert got[0].snippets is Env.snippets and got[1].snippets is None
+    assert "environments" not in got[0].example and got[0].example == {"question": "q"}
+
+
+def test_reasoning_content_from_trls_parser_is_a_thought():
+    traj = parse_trajectory([
+        {"role": "assistant", "reasoning_content": "plan", "content": "",
+         "tool_calls": [{"type": "function", "function": {"name": "search", "arguments": {"query": ["x"]}}}]},
+        {"role": "tool", "name": "search", "content": "<snippet id=s1aaaaaaaaa>t</snippet>"},
+        {"role": "assistant", "reasoning_content": "done", "content": "<answer>ok</answer>"}])
+    assert [s.thinks for s in traj.steps] == [["plan"], ["done"]]
+    assert traj.steps[0].tool_calls[0].valid and traj.answer == "ok"
+
+
+def test_the_composite_is_none_for_trl_when_the_judge_is_down(tmp_path):
+    from llm_fakes import FakeOpenAI, Reply, litellm_llm_config
+
+    from rubricforge.llm import LLMClient
+    from rubricforge.rubric_gen.scorer import RewardScorer
+    from rubricforge.training.rewards import grpo_reward
+
+    logged: dict[str, float] = {}
+    with FakeOpenAI([Reply(status=503)]) as server:
+        cfg = Config.model_validate({"llm": litellm_llm_config(tmp_path, server, max_retries=0)})
+        client = LLMClient(cfg.llm)
+        fn = grpo_reward(RewardScorer(cfg, client), "composite")
+        rows = json.loads(DATA.read_text().splitlines()[0])
+        completion = [{"role": "assistant", "content": "<think>x</think><answer>Kubrick.</answer>"}]
+
+        async def go():
+            try:
+                return await fn(prompts=[[]], completions=[completion], question=[rows["question"]],
+                                rubrics=[rows["rubrics"]], log_metric=lambda k, v: logged.__setitem__(k, v))
+            finally:
+                await client.aclose()
+
+        assert asyncio.run(go()) == [None]
+    assert fn.__name__ == "rubricforge_composite"
+    assert logged["composite/unscored"] == 1.0 and logged["composite/rubric/unscored"] == 1.0
+    assert logged["composite/format/mean"] > 0

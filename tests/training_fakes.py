@@ -1,0 +1,86 @@
+"""Test-only drivers for training tests: a lenient scripted judge and a scripted policy.
+
+:class:`ScriptedPolicy` patches a model's ``generate`` with a logits processor that forces each call's new
+tokens to spell a scripted assistant turn, chosen from what the prompt holds so far: a ``search`` tool call
+first; once a tool response is in the context, an answer — citing the first returned snippet id in the
+first row of the batch, citing nothing in the others (so a group's rewards differ and GRPO has a non-zero
+advantage). Everything else — TRL's tool-call parsing, the tools over the real index, the masking, the
+rewards, the optimiser — runs for real; a random tiny model would almost never write a valid tool call.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from llm_fakes import Reply
+
+SEARCH_TURN = ('<think>I should search first.</think>\n<tool_call>\n{"name": "search", "arguments": '
+               '{"query": ["Stanley Kubrick 1968 film"]}}\n</tool_call>')
+
+
+def lenient_judge(body: dict[str, Any]) -> Reply:
+    """Every criterion scores 3 of 4; every cited statement needs a citation and is supported and relevant."""
+    prompt = "\n".join(str(m.get("content", "")) for m in body["messages"])
+    if "<criterion>" in prompt:
+        return Reply(json.dumps({"score": 3}))
+    if "<criterion id=" in prompt:
+        ids = re.findall(r'<criterion id="?(\w+)', prompt)
+        return Reply(json.dumps({"scores": [{"id": i, "score": 3} for i in ids]}))
+    if "Need Citation" in prompt:
+        return Reply("Need Citation: [[Yes]] Analysis: scripted.")
+    if "Assess whether this statement is supported" in prompt:
+        return Reply("Rating: [[Fully supported]] Analysis: scripted.")
+    if "contains key information" in prompt:
+        return Reply("Rating: [[Relevant]] Analysis: scripted.")
+    raise AssertionError(f"unexpected judge prompt: {prompt[:200]}")
+
+
+def scripted_turn(context: str, row: int) -> str:
+    """The assistant turn to force, given the conversation so far (after the system prompt, which quotes the
+    tag protocol itself)."""
+    context = context.split("<|im_start|>user", 1)[-1]
+    if "<tool_response>" not in context:
+        return SEARCH_TURN
+    ids = re.findall(r"<snippet id=(\w+)>", context)
+    if row == 0 and ids:
+        return (f"<think>The snippets answer it.</think>\n<answer>## Answer\nKubrick directed the film. "
+                f'<cite id="{ids[0]}">The film was released in 1968 and directed by Stanley Kubrick.</cite></answer>')
+    return "<think>No need to cite.</think>\n<answer>Kubrick made a film.</answer>"
+
+
+class ScriptedPolicy:
+    """Patch ``model.generate`` so each call emits :func:`scripted_turn` per row; counts the calls."""
+
+    def __init__(self, model: Any, tokenizer: Any):
+        self.tokenizer, self.calls = tokenizer, 0
+        self._generate = model.generate
+        model.generate = self.generate
+
+    def generate(self, *args: Any, **kwargs: Any) -> Any:
+        from transformers import LogitsProcessorList
+
+        self.calls += 1
+        kwargs["logits_processor"] = LogitsProcessorList([_Force(self.tokenizer)])
+        return self._generate(*args, **kwargs)
+
+
+class _Force:
+    def __init__(self, tokenizer: Any):
+        self.tokenizer = tokenizer
+        self.start: int | None = None
+        self.targets: list[list[int]] = []
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        if self.start is None:
+            self.start = input_ids.shape[1]
+            for row in range(input_ids.shape[0]):
+                context = self.tokenizer.decode(input_ids[row], skip_special_tokens=False)
+                text = scripted_turn(context, row)
+                self.targets.append(self.tokenizer.encode(text, add_special_tokens=False) + [self.tokenizer.eos_token_id])
+        step = input_ids.shape[1] - self.start
+        forced = scores.new_full(scores.shape, float("-inf"))
+        for row, target in enumerate(self.targets):
+            forced[row, target[min(step, len(target) - 1)]] = 0.0
+        return forced
