@@ -1,0 +1,257 @@
+"""The KG job end to end (``build_kg_dataset``: graph, sampling, questions, filters, long-form, export,
+viewer): run directory, resume after SIGKILL, refusals, the card's statistics and the viewer's subgraph.
+
+The model answers come from ``tests/data/recordings/kg_linked.jsonl``, recorded from the real
+embedded model (Qwen2.5-Coder-0.5B) over this file's linked corpus; the replay backend answers only
+from it. Re-record after a prompt or pipeline change (a few minutes on 2 cores)::
+
+    .venv/bin/python tests/test_kg_build.py --record
+
+The corpus: 120 articles of the default corpus reached breadth-first over title links from "Mount
+Everest" (hubs of more than 40 links left out), so the link graph is dense enough to sample from.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections import defaultdict, deque
+from pathlib import Path
+
+import pytest
+
+from conftest import derive
+from rubricforge.config import Config
+from rubricforge.errors import UserError
+
+RECORDING = Path(__file__).parent / "data" / "recordings" / "kg_linked.jsonl"
+SETTINGS = ("kg.extract_passages=2", "kg.n_paths=3", "kg.hops=[2,1,1]", "kg.branch_every=3", "kg.sample_attempts=300")
+SEED_TITLE, N_DOCS, MAX_DEGREE = "Mount Everest", 120, 40
+
+
+def write_linked_corpus(path: Path) -> Path:
+    """The test corpus (module docstring) as JSONL with title, text, topic and description."""
+    from rubricforge.corpora.default_corpus import iter_default_corpus
+    from rubricforge.corpora.rejects import Rejects
+    from rubricforge.pipelines.kg.graph import EntityResolver, node_id, title_links
+
+    passages = list(iter_default_corpus(Rejects()))
+    resolver = EntityResolver()
+    for p in passages:
+        resolver.add_article(p)
+    adj: dict[str, set[str]] = defaultdict(set)
+    for e in title_links(passages, resolver):
+        adj[e.head].add(e.tail)
+        adj[e.tail].add(e.head)
+    seen, queue = [node_id(SEED_TITLE)], deque([node_id(SEED_TITLE)])
+    while queue and len(seen) < N_DOCS:
+        for m in sorted(adj[queue.popleft()]):
+            if m not in seen and len(adj[m]) <= MAX_DEGREE and len(seen) < N_DOCS:
+                seen.append(m)
+                queue.append(m)
+    keep = set(seen)
+    with path.open("w", encoding="utf-8") as fh:
+        for p in passages:
+            if node_id(p.title) in keep:
+                fh.write(json.dumps({"id": p.id, "title": p.title, "text": p.text, "topic": p.metadata.get("topic", ""),
+                                     "description": p.metadata.get("description", "")}, ensure_ascii=False) + "\n")
+    return path
+
+
+def linked_cfg(root: Path, cache: Path) -> Config:
+    from rubricforge.corpora.build import build_index
+
+    corpus = write_linked_corpus(root / "corpus.jsonl")
+    cfg = derive(Config(), "corpus.source=jsonl", f"corpus.path={corpus}", "corpus.fields.topic=topic",
+                 "corpus.fields.description=description", f"tools.index_dir={root / 'index'}",
+                 f"llm.cache_path={cache}", f"run_dir={root / 'run'}", *SETTINGS)
+    build_index(cfg, progress=False)
+    return cfg
+
+
+def record() -> None:
+    """Record the real embedded model's answers for the replay tests."""
+    import tempfile
+
+    from rubricforge.kg_job import build_kg_dataset
+
+    root = Path(tempfile.mkdtemp(prefix="rubricforge-kg-record-"))
+    cache = Path(tempfile.gettempdir()) / "rubricforge-kg-record-cache.sqlite"  # kept: a re-recording reuses answers
+    cfg = linked_cfg(root, cache)
+    RECORDING.parent.mkdir(parents=True, exist_ok=True)
+    RECORDING.unlink(missing_ok=True)
+    result = build_kg_dataset(derive(cfg, f"llm.record_path={RECORDING}"), progress=True)
+    print("\n".join(result.lines()))
+    print(f"recorded {RECORDING} ({RECORDING.stat().st_size / 1e3:.1f} kB)")
+
+
+if __name__ == "__main__" and "--record" in sys.argv:
+    sys.path.insert(0, str(Path(__file__).parent))
+    record()
+
+
+# ---------------------------------------------------------------- replayed runs
+
+
+@pytest.fixture(scope="module")
+def kg_cfg(tmp_path_factory) -> Config:
+    """The linked corpus's index, every role on the replay backend."""
+    root = tmp_path_factory.mktemp("kg")
+    cfg = linked_cfg(root, root / "unused-cache.sqlite")
+    roles = [f"llm.{r}.backend=replay" for r in ("generator", "verifier", "judge")]
+    return derive(cfg, *roles, f"llm.replay_path={RECORDING}", "llm.cache_path=")
+
+
+@pytest.fixture(scope="module")
+def reference(kg_cfg, tmp_path_factory):
+    from rubricforge.kg_job import build_kg_dataset
+
+    run = tmp_path_factory.mktemp("kg-ref") / "run"
+    return build_kg_dataset(derive(kg_cfg, f"run_dir={run}"), progress=False), run
+
+
+def read_log(run: Path, name: str) -> dict[str, dict]:
+    from rubricforge.rundir import StageLog
+
+    return {r["key"]: r for r in StageLog(run / f"{name}.jsonl").records()}  # a torn line is skipped
+
+
+def test_the_run_writes_graph_checked_subgraphs_logs_and_manifest(kg_cfg, reference):
+    from rubricforge.corpora.tools import ToolBox
+    from rubricforge.pipelines.kg.constraints import (check_independence, check_necessity, check_reachability,
+                                                      check_structure)
+    from rubricforge.pipelines.kg.graph import graph_stats, load_graph
+    from rubricforge.schema import KGPath
+
+    result, run = reference
+    s = result.summary
+    docs = len((Path(kg_cfg.corpus.path)).read_text().splitlines())
+    assert s.passages >= docs >= N_DOCS  # two articles may share a title; long ones are chunked
+    assert s.status == "complete" and s.extracted == 2 and s.paths == 3
+    g = load_graph(run / "kg" / "graph.json")
+    stats = json.loads((run / "kg" / "graph_stats.json").read_text())
+    assert stats == graph_stats(g) == s.graph and stats["edges_by_source"]["link"] > 100
+    extractions = read_log(run, "kg_extractions")
+    assert len(extractions) == 2 and s.triples == sum(len(r["triples"]) for r in extractions.values())
+    assert stats["edges_by_source"].get("llm", 0) <= s.triples  # every llm edge comes from a kept triple
+    sampled = json.loads((run / "kg_paths.json").read_text())
+    paths = [KGPath.model_validate(p) for p in sampled["paths"]]
+    assert [p.shape for p in paths] == ["chain", "chain", "branch"] and [p.hops for p in paths] == [2, 1, 2]
+    with ToolBox.from_config(kg_cfg) as tools:
+        search = lambda q, k: [x.passage_id for x in tools.search_snippets(q, k)]  # noqa: E731
+        for p in paths:  # the kept subgraphs pass every constraint, re-checked on the saved graph
+            assert check_structure(g, p) == check_necessity(g, p) == check_independence(g, p) == []
+            assert check_reachability(p, search, kg_cfg.kg.reach_k) == []
+    questions, manifest = read_log(run, "kg_questions"), json.loads((run / "manifest.json").read_text())
+    assert set(questions) == {p.id for p in paths} and s.questions == 3
+    filters = read_log(run, "kg_filters")
+    for p in paths:  # a question either was dropped with a reason or went through the filters
+        q = questions[p.id]
+        assert (q["drop"] is not None) != (q["question"] is not None and p.id in filters)
+    assert sum(s.drops.values()) + s.retained == s.questions
+    assert manifest["pipeline"] == "kg" and manifest["status"] == "complete" and manifest["dataset_rows"] == result.rows
+    assert set(manifest["prompt_hashes"]) >= {"kg_extract", "kg_question", "kg_closed_book", "kg_longform"}
+    assert manifest["kg_settings"]["n_paths"] == 3 and manifest["ledger"]["total"]["calls"] > 0
+
+
+def test_dataset_card_and_viewer(reference):
+    from datasets import load_from_disk
+
+    result, run = reference
+    ds = load_from_disk(str(run / "dataset" / "hf"))["train"]
+    assert len(ds) == result.rows == result.summary.retained
+    assert {"question", "answer", "answer_aliases", "key_entities", "hops", "difficulty", "subgraph",
+            "passage_ids", "race_rubrics"} <= set(ds.column_names)
+    stats = json.loads((run / "dataset" / "stats.json").read_text())
+    assert stats["counts"]["questions"] == 3 and stats["graph"]["nodes"] == result.summary.graph["nodes"]
+    for reason, n in result.summary.drops.items():
+        assert stats["drops"][reason] == {"count": n, "rate": round(n / 3, 4)}
+    card = (run / "dataset" / "README.md").read_text()
+    assert "## Filters: drop rates" in card and "## Subgraph sampling" in card and "knowledge-graph" in card
+    for reason in result.summary.drops:
+        assert reason in card
+    if not result.rows:
+        assert "This dataset is empty" in card
+    html = (run / "viewer" / "index.html").read_text()
+    assert "function subgraph" in html and all(f'"id":"kgp-000{i}"' in html for i in range(3))
+
+
+def test_a_rerun_reads_everything_back(kg_cfg, reference):
+    from rubricforge.kg_job import build_kg_dataset
+
+    result, run = reference
+    again = build_kg_dataset(derive(kg_cfg, f"run_dir={run}"), progress=False)
+    assert again.summary.computed_now == {} and again.summary.ledger.get("calls", 0) == 0
+    assert again.rows == result.rows and again.summary.drops == result.summary.drops
+
+
+def test_a_killed_run_resumes_only_what_was_lost(kg_cfg, reference, tmp_path):
+    import shutil
+
+    from rubricforge.kg_job import build_kg_dataset
+
+    result, ref = reference
+    run = tmp_path / "run"
+    shutil.copytree(ref, run)
+    for name in ("kg_extractions", "kg_questions"):  # the last item of each log was in flight: torn line
+        lines = (run / f"{name}.jsonl").read_text().splitlines()
+        (run / f"{name}.jsonl").write_text("\n".join(lines[:-1]) + "\n" + lines[-1][: len(lines[-1]) // 2])
+    (run / "kg_filters.jsonl").unlink(missing_ok=True)
+    (run / "kg_longform.jsonl").unlink(missing_ok=True)
+    resumed = build_kg_dataset(derive(kg_cfg, f"run_dir={run}"), progress=False)
+    s = resumed.summary
+    assert s.computed_now["extractions"] == 1 and s.computed_now["questions"] == 1
+    assert s.computed_now.get("filters", 0) == sum(1 for r in read_log(ref, "kg_filters").values())
+    assert read_log(run, "kg_questions") == read_log(ref, "kg_questions")
+    assert (run / "kg_examples.jsonl").read_text() == (ref / "kg_examples.jsonl").read_text()
+    assert resumed.rows == result.rows and s.drops == result.summary.drops
+
+
+def test_other_settings_or_a_tree_run_directory_are_refused(kg_cfg, reference, tmp_path):
+    from rubricforge.kg_job import build_kg_dataset
+
+    _, run = reference
+    with pytest.raises(UserError, match="other settings.*n_paths"):
+        build_kg_dataset(derive(kg_cfg, f"run_dir={run}", "kg.n_paths=4"), progress=False)
+    tree_run = tmp_path / "tree"
+    tree_run.mkdir()
+    (tree_run / "trees.jsonl").write_text("")
+    with pytest.raises(UserError, match="evidence-tree run"):
+        build_kg_dataset(derive(kg_cfg, f"run_dir={tree_run}"), progress=False)
+
+
+def test_cli_build_source_kg_and_bad_source(kg_cfg, reference, tmp_path):
+    import yaml
+
+    _, run = reference
+    config = tmp_path / "kg.yaml"
+    config.write_text(yaml.safe_dump(derive(kg_cfg, f"run_dir={run}").public_dict()))
+    cli = [sys.executable, "-m", "rubricforge.cli", "build", "--config", str(config), "-q"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    ok = subprocess.run([*cli, "--source", "kg"], capture_output=True, text=True, env=env, timeout=300)
+    assert ok.returncode == 0, ok.stderr
+    assert "subgraphs 3" in ok.stderr and f"dataset: {run / 'dataset'}" in ok.stderr
+    bad = subprocess.run([*cli, "--source", "graph"], capture_output=True, text=True, env=env, timeout=120)
+    assert bad.returncode == 2 and "unknown --source 'graph'" in bad.stderr and "Traceback" not in bad.stderr
+
+
+# ---------------------------------------------------------------- the real model
+
+
+@pytest.mark.slow
+def test_real_embedded_model_end_to_end(tmp_path):
+    """One subgraph through every stage with the real embedded model (about 2 minutes on 2 cores)."""
+    from rubricforge.kg_job import build_kg_dataset
+
+    cfg = derive(linked_cfg(tmp_path, tmp_path / "cache.sqlite"), "kg.extract_passages=1", "kg.n_paths=1",
+                 "kg.hops=[2]", "kg.longform=false")
+    result = build_kg_dataset(cfg, progress=False)
+    s = result.summary
+    assert s.status == "complete" and s.extracted == 1 and s.paths == 1 and s.questions == 1
+    assert s.ledger["calls"] >= 2 and s.ledger["completion_tokens"] > 0
+    question = read_log(Path(cfg.run_dir), "kg_questions")["kgp-0000"]
+    assert question["drop"] or question["question"]
+    assert s.retained + sum(s.drops.values()) == 1 and (Path(cfg.run_dir) / "dataset" / "README.md").exists()
