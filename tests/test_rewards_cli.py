@@ -90,7 +90,10 @@ def test_audit_prints_variance_and_agreement(tmp_path, files):
     (["reward", "score", "-d", "DATA", "-r", "RESP", "--rewards", "race"], ["no 'race_rubrics' column"]),
     (["reward", "audit", "-d", "DATA", "-r", "RESP", "--second-judge", "critic"], ["critic"]),
 ])
-def test_bad_input_is_one_line_and_exit_code_2(args, needles, files):
+def test_bad_input_is_one_line_and_exit_code_2(args, needles, files, tmp_path, monkeypatch):
     dataset, responses = files
+    (tmp_path / "empty").mkdir()
+    monkeypatch.chdir(tmp_path / "empty")  # relative paths such as missing.jsonl resolve here
     args = [str(dataset) if a == "DATA" else str(responses) if a == "RESP" else a for a in args]
     assert_user_error(cli(*args, "--set", "llm.cache_path="), *needles)
+    assert not any((tmp_path / "empty").iterdir())  # nothing half-written next to a missing input

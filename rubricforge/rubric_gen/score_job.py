@@ -44,7 +44,11 @@ def score_responses(cfg: Config, dataset: str | Path, responses: str | Path, nam
         RewardScorer.check_name(name)
     examples = load_examples(dataset)
     rejects = Rejects(Path(responses).with_name(f"{Path(responses).stem}.rejects.jsonl"))
-    todo = load_responses(responses, examples, rejects)
+    try:
+        todo = load_responses(responses, examples, rejects)
+    except BaseException:
+        rejects.discard()  # no half-written rejects file next to a missing or unreadable input
+        raise
     rejects.commit()
     log = StageLog(out or default_out(responses))
     pending = [r for r in todo if not _finished(log.get(r.key), names)]
