@@ -16,8 +16,10 @@ from rubricforge.config import Config
 from rubricforge.errors import UserError
 from rubricforge.rubric_gen.trajectory import parse_trajectory
 from rubricforge.training.data import training_rows
+from rubricforge.training.grpo import grpo_args
 from rubricforge.training.presets import generation_args, preset_args, require_gpu
 from rubricforge.training.rewards import step_metrics
+from rubricforge.training.sft import sft_args
 
 DATA = Path(__file__).parent / "data" / "training" / "examples.jsonl"
 
@@ -91,9 +93,11 @@ def test_gpu_presets_say_so_without_a_gpu():
     if torch.cuda.is_available():
         pytest.skip("a GPU is visible")
     with pytest.raises(UserError, match="preset 'paper' needs a CUDA GPU") as err:
-        require_gpu("paper", preset_args("paper"))
+        grpo_args(derive(Config(), "train.preset=paper"))
     assert "--preset cpu" in str(err.value)
-    require_gpu("cpu", preset_args("cpu"))
+    require_gpu(preset_args("cpu"), "cpu", "-")
+    with pytest.raises(UserError, match="SFT with the App. B Table 4 settings"):
+        sft_args(Config(), Path("out"))
 
 
 def test_vllm_generation_without_vllm_names_the_fix():

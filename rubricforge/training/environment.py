@@ -36,6 +36,11 @@ class ResearchEnvironment:
         return self._tools.snippets
 
     @property
+    def toolbox(self) -> ToolBox:
+        """This rollout's ToolBox (``toolbox.call(name, arguments)`` runs one parsed tool call)."""
+        return self._tools
+
+    @property
     def tool_stats(self) -> dict[str, int]:
         """Tool calls and errors per tool, snippets stored, results withheld by the leakage guard. (Public
         methods are tools to TRL, so bookkeeping is exposed as properties.)"""

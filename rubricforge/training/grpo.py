@@ -37,7 +37,7 @@ def grpo_args(cfg: Config) -> dict[str, Any]:
             "output_dir": str(output_dir(cfg, "grpo")), **t.grpo_args}
     if args.get("bf16") and "model_init_kwargs" not in args:
         args["model_init_kwargs"] = {"dtype": "bfloat16"}
-    require_gpu(t.preset, args)
+    require_gpu(args, f"preset '{t.preset}'", "run on a GPU machine, or use --preset cpu for a CPU smoke run")
     return args
 
 

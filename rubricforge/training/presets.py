@@ -3,7 +3,8 @@
 * ``paper`` — DeepRubric App. B Table 5: group size 8, 8 prompts per step (batch 64), mini-batch 4 prompts
   (``per_device_train_batch_size=4`` × 8 GPUs = 32 rollouts per optimiser step, 2 per generation), lr 1e-6
   constant, KL 0, entropy 0, temperature 1.0, top-p 1.0, responses up to 28,288 tokens, BF16, weight decay
-  0, 140 steps, a checkpoint every 5 steps, vLLM at 0.6 of GPU memory. Needs GPUs (the paper: 8×A100).
+  0, 140 steps, a checkpoint every 5 steps, vLLM at 0.6 of GPU memory. Needs GPUs (the paper: 8×A100;
+  on fewer, raise ``gradient_accumulation_steps`` to keep 32 rollouts per optimiser step).
 * ``small-gpu`` — the same recipe shrunk for one 24–80 GB GPU: group size 4, 2 prompts per step, responses
   up to 4,096 tokens, gradient checkpointing, vLLM (colocated) at 0.3 of GPU memory.
 * ``cpu`` — a smoke run on CPU: group size 2, one prompt, 256-token responses, 1 step, FP32.
@@ -33,8 +34,6 @@ PRESETS: dict[str, dict[str, Any]] = {
                 max_completion_length=256, bf16=False, use_cpu=True, gradient_checkpointing=False, max_steps=1,
                 save_strategy="no", report_to="none"),
 }
-GPU_PRESETS = {"paper", "small-gpu"}
-PRESET_LOSS = {"paper": "grpo", "small-gpu": "grpo", "cpu": "grpo"}
 LOSSES: dict[str, dict[str, Any]] = {
     "grpo": dict(loss_type="grpo", importance_sampling_level="token"),
     "dapo": dict(loss_type="dapo", importance_sampling_level="token", epsilon_high=0.28),
@@ -43,24 +42,22 @@ LOSSES: dict[str, dict[str, Any]] = {
 
 
 def preset_args(preset: str, loss: str | None = None) -> dict[str, Any]:
-    """The ``GRPOConfig`` keyword arguments of ``preset`` with ``loss`` (default: the preset's)."""
+    """The ``GRPOConfig`` keyword arguments of ``preset`` with ``loss`` (default: ``grpo``, the paper's)."""
     if preset not in PRESETS:
         raise UserError(f"unknown training preset '{preset}'", f"use one of: {', '.join(PRESETS)}")
-    loss = loss or PRESET_LOSS[preset]
+    loss = loss or "grpo"
     if loss not in LOSSES:
         raise UserError(f"unknown loss type '{loss}'", f"use one of: {', '.join(LOSSES)}")
     return {**PRESETS[preset], **LOSSES[loss]}
 
 
-def require_gpu(preset: str, args: dict[str, Any]) -> None:
-    """A UserError when ``preset`` (or BF16, or vLLM) needs a CUDA GPU and none is visible."""
+def require_gpu(args: dict[str, Any], what: str, fix: str) -> None:
+    """A UserError when ``args`` need a CUDA GPU (BF16 or vLLM, unless ``use_cpu``) and none is visible."""
     import torch
 
-    if torch.cuda.is_available() or args.get("use_cpu"):
+    if args.get("use_cpu") or not (args.get("bf16") or args.get("use_vllm")) or torch.cuda.is_available():
         return
-    if preset in GPU_PRESETS or args.get("bf16") or args.get("use_vllm"):
-        raise UserError(f"preset '{preset}' needs a CUDA GPU and none is visible",
-                        "run on a GPU machine, or use --preset cpu for a CPU smoke run")
+    raise UserError(f"{what} needs a CUDA GPU and none is visible", fix)
 
 
 def generation_args(mode: str, server_url: str | None = None) -> dict[str, Any]:

@@ -1,0 +1,80 @@
+"""`rubricforge train dpo-pairs`: preference pairs from self-sampled rollouts (MindDR §5.4).
+
+Rollouts (``rubricforge rollouts sample``) are scored with ``train.reward`` (through ``rubricforge reward
+score``'s resumable job, or read from its output), then split per question into a high-quality set D+
+(reward ≥ ``train.dpo_high``) and a low-quality set D− (reward ≤ ``train.dpo_low``); unscored rollouts
+belong to neither. Each question gives up to ``train.dpo_pairs_per_prompt`` pairs: the best of D+ against
+the worst of D−, then the next ones. The output is TRL's conversational preference layout — ``prompt``
+(the agent prompt), ``chosen`` and ``rejected`` (the rollouts' assistant and tool messages) — plus ``id``,
+``chosen_reward`` and ``rejected_reward``: ``out/`` (``datasets.save_to_disk``) and ``out/pairs.jsonl``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rubricforge.config import Config
+from rubricforge.corpora.rejects import Rejects
+from rubricforge.rubric_gen.inputs import load_responses
+from rubricforge.rubric_gen.score_job import default_out, score_responses
+from rubricforge.rundir import StageLog, atomic_write_text
+from rubricforge.training.data import training_rows
+
+
+@dataclass
+class PairsSummary:
+    out: str
+    prompts: int
+    pairs: int
+    scored: int
+    unscored: int
+    without_pair: int  # questions with an empty D+ or D-
+
+
+def select_pairs(scored: list[tuple[float, Any]], high: float, low: float, k: int) -> list[tuple[tuple[float, Any], tuple[float, Any]]]:
+    """Up to ``k`` (chosen, rejected): D+ from best down, paired with D- from worst up."""
+    best = sorted((s for s in scored if s[0] >= high), key=lambda s: -s[0])
+    worst = sorted((s for s in scored if s[0] <= low), key=lambda s: s[0])
+    return list(zip(best, worst))[:k]
+
+
+def as_messages(completion: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"role": "assistant", "content": completion}] if isinstance(completion, str) else completion
+
+
+def build_pairs(cfg: Config, dataset: str | Path, rollouts: str | Path, out: str | Path,
+                scores: str | Path | None = None, progress: bool = False) -> PairsSummary:
+    from datasets import Dataset, Features, Json, List, Value
+
+    t = cfg.train
+    examples = {str(r["id"]): r for r in training_rows(dataset, [t.reward])}
+    if scores is None:
+        scores = default_out(rollouts)
+        score_responses(cfg, dataset, rollouts, [t.reward], scores, progress=progress)
+    log = StageLog(scores)
+    rejects = Rejects()  # count only: `reward score` writes the rejects file
+    by_id: dict[str, list[tuple[float, Any]]] = defaultdict(list)
+    unscored = 0
+    for response in load_responses(rollouts, examples, rejects):
+        value = ((log.get(response.key) or {}).get("rewards", {}).get(t.reward) or {}).get("value")
+        if value is None:
+            unscored += 1
+        else:
+            by_id[response.example_id].append((float(value), response.completion))
+    rows = []
+    for example_id, scored in by_id.items():
+        for (good, chosen), (bad, rejected) in select_pairs(scored, t.dpo_high, t.dpo_low, t.dpo_pairs_per_prompt):
+            rows.append({"id": example_id, "prompt": examples[example_id]["prompt"], "chosen": as_messages(chosen),
+                         "rejected": as_messages(rejected), "chosen_reward": good, "rejected_reward": bad})
+    out = Path(out)
+    features = Features({"id": Value("string"), "prompt": List(Json()), "chosen": List(Json()),
+                         "rejected": List(Json()), "chosen_reward": Value("float64"), "rejected_reward": Value("float64")})
+    Dataset.from_list(rows, features=features).save_to_disk(str(out))
+    atomic_write_text(out / "pairs.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    paired = {r["id"] for r in rows}
+    return PairsSummary(str(out), len(by_id), len(rows), sum(map(len, by_id.values())), unscored,
+                        len(set(by_id) - paired))

@@ -1,0 +1,112 @@
+"""`rubricforge rollouts sample`: run a model with the tools over dataset questions, write trajectories.
+
+Each question is answered ``train.rollouts_per_prompt`` times with the same prompt, tools and environment
+as GRPO training (the App. D system prompt, the tool schemas rendered by the chat template, one
+:class:`~rubricforge.training.environment.ResearchEnvironment` per trajectory, at most
+``train.max_tool_turns`` tool turns, tool calls parsed with TRL's response parser). One JSONL line per
+trajectory, appended as soon as it is done (a re-run skips finished ones)::
+
+    {"key": "<id>#<k>", "id", "sample": k, "response": [<assistant/tool messages>], "messages": [<prompt +
+     response>], "tools": "<JSON tool schemas>", "snippets": [<Snippet>, ...]}
+
+``response`` + ``snippets`` is what ``rubricforge reward score`` reads (reward audits, ``train dpo-pairs``);
+``messages`` + ``tools`` is what ``rubricforge train sft`` reads.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rubricforge.config import Config
+from rubricforge.corpora.tools import ToolBox
+from rubricforge.rundir import StageLog
+from rubricforge.training.data import training_rows
+from rubricforge.training.environment import ResearchEnvironment
+from rubricforge.training.model import load_tokenizer
+
+
+@dataclass
+class SampleSummary:
+    out: str
+    trajectories: int
+    sampled_now: int
+    tool_calls: int
+
+
+class Sampler:
+    """A model and tokenizer generating agent turns; ``turn(messages, tools)`` -> one parsed assistant message."""
+
+    def __init__(self, model: str, cfg: Config):
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        self.tokenizer = load_tokenizer(model, cfg.train.chat_template)
+        self.device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.model = AutoModelForCausalLM.from_pretrained(model, dtype="auto").to(self.device).eval()
+        self.max_new_tokens = cfg.train.max_new_tokens
+        self.sampling = {"do_sample": True, "temperature": cfg.train.grpo_args.get("temperature", 1.0),
+                         "top_p": cfg.train.grpo_args.get("top_p", 1.0)}
+
+    def turn(self, messages: list[dict[str, Any]], tools: list[Any]) -> dict[str, Any]:
+        import torch
+        from trl.chat_template_utils import parse_response
+
+        prompt = self.tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=True,
+                                                    tokenize=True, return_dict=False)
+        with torch.no_grad():
+            out = self.model.generate(torch.tensor([prompt], device=self.device), max_new_tokens=self.max_new_tokens,
+                                      pad_token_id=self.tokenizer.pad_token_id, **self.sampling)
+        return parse_response(self.tokenizer, out[0, len(prompt):].tolist(), prefix=prompt, tools=tools)
+
+
+def as_text_thought(message: dict[str, Any]) -> dict[str, Any]:
+    """TRL's parser moves ``<think>`` into ``reasoning_content``, which Qwen2.5's template does not render: put
+    it back into the content so later turns (and SFT on the trajectory) see the thought."""
+    message = dict(message)
+    if reasoning := message.pop("reasoning_content", None):
+        message["content"] = f"<think>{reasoning}</think>\n{message.get('content') or ''}"
+    return message
+
+
+def run_episode(sampler: Any, env: ResearchEnvironment, prompt: list[dict[str, Any]], max_tool_turns: int) -> list[dict[str, Any]]:
+    """One trajectory: assistant turns and tool results until an answer without tool calls (or the cap)."""
+    tools = [env.search, env.browse, env.scholar]
+    messages = list(prompt)
+    for turn in range(max_tool_turns + 1):
+        message = as_text_thought(sampler.turn(messages, tools))
+        messages.append(message)
+        calls = message.get("tool_calls") or []
+        if not calls or turn == max_tool_turns:
+            break
+        for call in calls:
+            function = call.get("function") or {}
+            name = str(function.get("name", ""))
+            messages.append({"role": "tool", "name": name, "content": env.toolbox.call(name, function.get("arguments"))})
+    return messages[len(prompt):]
+
+
+def sample_rollouts(cfg: Config, dataset: str | Path, model: str, out: str | Path, limit: int | None = None,
+                    sampler: Any = None) -> SampleSummary:
+    from transformers.utils import get_json_schema
+
+    rows = training_rows(dataset, [])[:limit]
+    log = StageLog(out)
+    todo = [(row, k) for row in rows for k in range(cfg.train.rollouts_per_prompt) if f"{row['id']}#{k}" not in log]
+    sampled = calls = 0
+    if todo:
+        sampler = sampler or Sampler(model, cfg)
+        with ToolBox.from_config(cfg) as toolbox:
+            for row, k in todo:
+                env = ResearchEnvironment(toolbox)
+                env.reset(**row)
+                response = run_episode(sampler, env, row["prompt"], cfg.train.max_tool_turns)
+                tools = json.dumps([get_json_schema(t) for t in (env.search, env.browse, env.scholar)])
+                log.append(f"{row['id']}#{k}", {
+                    "id": row["id"], "sample": k, "response": response, "messages": [*row["prompt"], *response],
+                    "tools": tools, "snippets": [s.model_dump(mode="json") for s in env.snippets]})
+                sampled += 1
+                calls += sum(len(m.get("tool_calls") or []) for m in response)
+    return SampleSummary(str(log.path), len(log), sampled, calls)
