@@ -188,24 +188,49 @@ def test_a_rerun_reads_everything_back(kg_cfg, reference):
     assert again.rows == result.rows and again.summary.drops == result.summary.drops
 
 
-def test_a_killed_run_resumes_only_what_was_lost(kg_cfg, reference, tmp_path):
-    import shutil
+KILLER = """
+import json, os, signal, sys
+from rubricforge.config import Config
+from rubricforge.llm.client import LLMClient
+from rubricforge.kg_job import build_kg_dataset
 
+cfg = Config.model_validate(json.loads(open(sys.argv[1]).read()))
+kill_after, done = int(sys.argv[2]), 0
+original = LLMClient.generate
+
+async def generate(self, *args, **kwargs):
+    global done
+    result = await original(self, *args, **kwargs)
+    done += 1
+    if done == kill_after:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return result
+
+LLMClient.generate = generate
+build_kg_dataset(cfg, progress=False)
+"""
+
+
+def test_sigkill_mid_run_then_the_same_command_resumes_without_redoing_work(kg_cfg, reference, tmp_path):
     from rubricforge.kg_job import build_kg_dataset
 
     result, ref = reference
     run = tmp_path / "run"
-    shutil.copytree(ref, run)
-    for name in ("kg_extractions", "kg_questions"):  # the last item of each log was in flight: torn line
-        lines = (run / f"{name}.jsonl").read_text().splitlines()
-        (run / f"{name}.jsonl").write_text("\n".join(lines[:-1]) + "\n" + lines[-1][: len(lines[-1]) // 2])
-    (run / "kg_filters.jsonl").unlink(missing_ok=True)
-    (run / "kg_longform.jsonl").unlink(missing_ok=True)
-    resumed = build_kg_dataset(derive(kg_cfg, f"run_dir={run}"), progress=False)
+    cfg = derive(kg_cfg, f"run_dir={run}")
+    (tmp_path / "cfg.json").write_text(cfg.model_dump_json())
+    # both extractions, then two calls into the first subgraph's question: that item is in flight
+    proc = subprocess.run([sys.executable, "-c", KILLER, str(tmp_path / "cfg.json"), "4"], capture_output=True,
+                          text=True, timeout=600, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    assert len(read_log(run, "kg_extractions")) == 2 and not (run / "kg_questions.jsonl").exists()
+    assert json.loads((run / "manifest.json").read_text())["status"] == "running"
+
+    resumed = build_kg_dataset(cfg, progress=False)
     s = resumed.summary
-    assert s.computed_now["extractions"] == 1 and s.computed_now["questions"] == 1
-    assert s.computed_now.get("filters", 0) == sum(1 for r in read_log(ref, "kg_filters").values())
-    assert read_log(run, "kg_questions") == read_log(ref, "kg_questions")
+    assert s.status == "complete" and "extractions" not in s.computed_now and s.computed_now["questions"] == 3
+    assert s.ledger["calls"] == result.summary.ledger["calls"] - 2  # only the extractions were not redone
+    for name in ("kg_extractions", "kg_questions", "kg_filters", "kg_longform"):
+        assert read_log(run, name) == read_log(ref, name)
     assert (run / "kg_examples.jsonl").read_text() == (ref / "kg_examples.jsonl").read_text()
     assert resumed.rows == result.rows and s.drops == result.summary.drops
 
