@@ -98,11 +98,16 @@ def test_dask_local_cluster_builds_the_same_dataset_as_threads(threads, monkeypa
     assert len(workers) >= 1
 
 
-def test_a_failing_tree_is_retried_named_and_the_rerun_resumes(small_index_cfg, threads, tmp_path):
-    # a recording of tree 0's answers only: tree 1's first call has no recorded answer and raises
+def first_tree_recording(small_index_cfg: Config, tmp_path: Path) -> Path:
+    """A recording of tree 0's answers only: tree 1's first call finds no answer and raises (a backend "down")."""
     one = tmp_path / "tree0.jsonl"
     build_in_process(replay(small_index_cfg, tmp_path / "record", "build.n_trees=1", f"llm.record_path={one}"),
                      progress=False)
+    return one
+
+
+def test_a_failing_tree_is_retried_named_and_the_rerun_resumes(small_index_cfg, threads, tmp_path):
+    one = first_tree_recording(small_index_cfg, tmp_path)
     cfg = replay(small_index_cfg, tmp_path / "run", KEEP_ALL, "runner.retry_delay_s=0", recording=one)
     with pytest.raises(RunFailed) as err:
         run_flow(cfg, tmp_path)

@@ -70,5 +70,15 @@ def prefect_api() -> Iterator[str]:
         with temporary_settings({PREFECT_API_URL: server.api_url}):
             yield server.api_url
     finally:
+        _drain()
         os.environ.pop("PREFECT_API_URL", None)
         server.stop()
+
+
+def _drain(timeout_s: float = 10) -> None:
+    """Send the queued logs and events before the server stops (else they retry against a closed port at exit)."""
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    for worker in (APILogWorker, EventsWorker):
+        worker.drain_all(timeout=timeout_s)
