@@ -22,6 +22,10 @@ reward_app = typer.Typer(no_args_is_help=True, help="Score agent responses with 
 app.add_typer(corpus_app, name="corpus")
 app.add_typer(llm_app, name="llm")
 app.add_typer(reward_app, name="reward")
+train_app = typer.Typer(no_args_is_help=True, help="Train agents with TRL: GRPO with the tools, cold-start SFT, DPO pairs.")
+rollouts_app = typer.Typer(no_args_is_help=True, help="Run a model with the tools over dataset questions.")
+app.add_typer(train_app, name="train")
+app.add_typer(rollouts_app, name="rollouts")
 
 ConfigOpt = Annotated[Optional[Path], typer.Option("--config", "-c", help="YAML config file.")]
 SetOpt = Annotated[Optional[list[str]], typer.Option("--set", "-s", help="Override a config key: --set build.max_depth=2 (repeatable).")]
@@ -278,6 +282,87 @@ def reward_audit(
 
         atomic_write_text(out, json.dumps(asdict(report), indent=2) + "\n")
         console.print(f"report: {out}")
+
+
+# ---------------------------------------------------------------- training
+
+ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Policy model: a local folder or a cached Hub name.")]
+OutputOpt = Annotated[Optional[Path], typer.Option("--output-dir", help="Where the model goes (train.output_dir; "
+                                                    "default <run_dir>/train/<stage>).")]
+
+
+@train_app.command("grpo")
+def train_grpo(
+    dataset: DatasetOpt,
+    model: ModelOpt,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    preset: Annotated[Optional[str], typer.Option(help="paper (App. B Table 5) | small-gpu | cpu (train.preset).")] = None,
+    loss: Annotated[Optional[str], typer.Option(help="grpo | dapo | gspo (train.loss).")] = None,
+    max_tool_turns: Annotated[Optional[int], typer.Option(help="Tool turns per rollout (train.max_tool_turns, "
+                                                               "default 20).")] = None,
+    output_dir: OutputOpt = None,
+) -> None:
+    """GRPO on a rubricforge dataset with the search / browse / scholar tools and the composite reward."""
+    from rubricforge.training.grpo import build_grpo
+
+    cfg = _config(config, set_, **{"train.preset": preset, "train.loss": loss, "train.max_tool_turns": max_tool_turns,
+                                   "train.output_dir": output_dir})
+    run = build_grpo(cfg, dataset, model)
+    metrics = run.train()
+    _console().print(f"trained {run.trainer.state.global_step} steps; last reward {_fmt(metrics.get('reward'))} "
+                     f"-> {run.output_dir}")
+
+
+@train_app.command("sft")
+def train_sft(
+    data: Annotated[Path, typer.Option("--data", help='JSONL of {"messages": [...], "tools"?} trajectories '
+                                                      "(rollouts sample writes them).")],
+    model: ModelOpt,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    output_dir: OutputOpt = None,
+) -> None:
+    """The cold-start SFT stage on trajectories (App. B Table 4 defaults; train.sft_args overrides)."""
+    from rubricforge.training.sft import run_sft
+
+    out, metrics = run_sft(_config(config, set_, **{"train.output_dir": output_dir}), data, model)
+    _console().print(f"SFT done; last loss {_fmt(metrics.get('loss'))} -> {out}")
+
+
+@train_app.command("dpo-pairs")
+def train_dpo_pairs(
+    dataset: DatasetOpt,
+    rollouts: Annotated[Path, typer.Option("--rollouts", help="JSONL written by `rubricforge rollouts sample`.")],
+    out: Annotated[Path, typer.Option("--out", help="Folder for the pairs (save_to_disk + pairs.jsonl).")],
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    scores: Annotated[Optional[Path], typer.Option(help="Scores from `reward score` (default: score the rollouts "
+                                                        "now, resumably).")] = None,
+) -> None:
+    """Chosen / rejected pairs per question from scored rollouts (MindDR §5.4), for TRL's DPOTrainer."""
+    from rubricforge.training.dpo import build_pairs
+
+    s = build_pairs(_config(config, set_), dataset, rollouts, out, scores, progress=True)
+    _console().print(f"{s.pairs} pairs from {s.prompts} questions ({s.scored} scored rollouts, {s.unscored} "
+                     f"unscored, {s.without_pair} questions without a pair) -> {s.out}")
+
+
+@rollouts_app.command("sample")
+def rollouts_sample(
+    dataset: DatasetOpt,
+    model: ModelOpt,
+    out: Annotated[Path, typer.Option("--out", help="Trajectories JSONL (appended; a re-run resumes).")],
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    n: Annotated[Optional[int], typer.Option("--n", help="Trajectories per question (train.rollouts_per_prompt).")] = None,
+    limit: Annotated[Optional[int], typer.Option(help="Only the first N questions.")] = None,
+) -> None:
+    """Answer dataset questions with a model and the tools; write trajectories for SFT, DPO or reward audits."""
+    from rubricforge.training.rollouts import sample_rollouts
+
+    s = sample_rollouts(_config(config, set_, **{"train.rollouts_per_prompt": n}), dataset, model, out, limit)
+    _console().print(f"{s.trajectories} trajectories ({s.sampled_now} sampled now, {s.tool_calls} tool calls) -> {s.out}")
 
 
 def _table(*columns: str):

@@ -208,6 +208,27 @@ class RunnerConfig(Section):
     retry_delay_s: float = Field(5.0, ge=0)
 
 
+class TrainConfig(Section):
+    """Training with TRL: ``rubricforge train grpo | sft | dpo-pairs`` and ``rollouts sample`` (DeepRubric §3.3,
+    App. B, App. D; MindDR §5.4). Presets and loss types: :mod:`rubricforge.training.presets`."""
+
+    preset: Literal["paper", "small-gpu", "cpu"] = "paper"  # GRPO hyperparameters (App. B Table 5 = paper)
+    loss: Literal["grpo", "dapo", "gspo"] | None = None  # None: the preset's (grpo)
+    max_tool_turns: int = Field(20, ge=0)  # tool-calling turns per rollout: 20 in training, 10 in evaluation (App. D)
+    generation: Literal["auto", "transformers", "vllm-colocate", "vllm-server"] = "auto"  # auto: vLLM if installed + GPU
+    vllm_server_url: str | None = None  # vllm-server: the `trl vllm-serve` address (default http://localhost:8000)
+    reward: str = "composite"  # the GRPO reward: any name of rubricforge.rubric_gen.scorer.ALL
+    chat_template: str | None = None  # replace the model's chat template: qwen2.5 | qwen3 | a .jinja file
+    output_dir: str | None = None  # default: <run_dir>/train/<stage>
+    grpo_args: dict[str, Any] = Field(default_factory=dict)  # any TRL GRPOConfig field, over the preset
+    sft_args: dict[str, Any] = Field(default_factory=dict)  # any TRL SFTConfig field, over App. B Table 4
+    rollouts_per_prompt: int = Field(4, ge=1)  # `rollouts sample`: trajectories per question
+    max_new_tokens: int = Field(2048, ge=1)  # `rollouts sample`: tokens per assistant turn
+    dpo_high: float = 0.6  # dpo-pairs: a rollout scoring at least this is high quality (D+)
+    dpo_low: float = 0.4  # dpo-pairs: at most this is low quality (D-)
+    dpo_pairs_per_prompt: int = Field(1, ge=1)
+
+
 class Config(Section):
     run_dir: str = "runs/default"
     llm: LLMConfig = Field(default_factory=LLMConfig)
@@ -219,6 +240,7 @@ class Config(Section):
     runner: RunnerConfig = Field(default_factory=RunnerConfig)
     reward: RewardConfig = Field(default_factory=RewardConfig)
     kg: KGConfig = Field(default_factory=KGConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
 
     def index_dir(self) -> Path:
         """Where the corpus index lives unless ``tools.index_dir`` says otherwise."""

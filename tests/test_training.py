@@ -239,3 +239,21 @@ def test_the_composite_is_none_for_trl_when_the_judge_is_down(tmp_path):
     assert fn.__name__ == "rubricforge_composite"
     assert logged["composite/unscored"] == 1.0 and logged["composite/rubric/unscored"] == 1.0
     assert logged["composite/format/mean"] > 0
+
+
+# ------------------------------------------------------------ command line
+
+
+def test_cli_errors_are_one_line_and_name_the_fix(tmp_path):
+    from test_cli import assert_user_error, cli
+
+    no_rubrics = write_rows(tmp_path / "d.jsonl", [{"id": "a", "question": "q"}])
+    assert_user_error(cli("train", "grpo", "--dataset", str(no_rubrics), "--model", "m", "--preset", "cpu"),
+                      "has no 'rubrics' column", "train.reward")
+    assert_user_error(cli("train", "grpo", "--dataset", str(DATA), "--model", str(tmp_path / "none"), "--preset", "cpu"),
+                      "cannot load the tokenizer")
+    assert_user_error(cli("train", "grpo", "--dataset", str(DATA), "--model", "m", "--set", "train.loss=ppo"),
+                      "train.loss")
+    assert_user_error(cli("train", "sft", "--data", str(tmp_path / "none.jsonl"), "--model", "m"), "not found")
+    assert_user_error(cli("rollouts", "sample", "--dataset", str(no_rubrics), "--model", str(tmp_path / "none"),
+                          "--out", str(tmp_path / "r.jsonl")), "cannot load the tokenizer")

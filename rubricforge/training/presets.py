@@ -24,14 +24,15 @@ PRESETS: dict[str, dict[str, Any]] = {
     "paper": dict(num_generations=8, generation_batch_size=64, per_device_train_batch_size=4,
                   gradient_accumulation_steps=1, learning_rate=1e-6, lr_scheduler_type="constant", beta=0.0,
                   entropy_coef=0.0, temperature=1.0, top_p=1.0, max_completion_length=28288, weight_decay=0.0,
-                  bf16=True, max_steps=140, save_steps=5, vllm_gpu_memory_utilization=0.6),
+                  bf16=True, activation_checkpointing=True, max_steps=140, save_steps=5,
+                  vllm_gpu_memory_utilization=0.6),
     "small-gpu": dict(num_generations=4, generation_batch_size=8, per_device_train_batch_size=2,
                       gradient_accumulation_steps=1, learning_rate=1e-6, lr_scheduler_type="constant", beta=0.0,
                       temperature=1.0, top_p=1.0, max_completion_length=4096, weight_decay=0.0, bf16=True,
-                      gradient_checkpointing=True, max_steps=140, save_steps=20, vllm_gpu_memory_utilization=0.3),
+                      activation_checkpointing=True, max_steps=140, save_steps=20, vllm_gpu_memory_utilization=0.3),
     "cpu": dict(num_generations=2, generation_batch_size=2, per_device_train_batch_size=2,
                 gradient_accumulation_steps=1, learning_rate=1e-6, beta=0.0, temperature=1.0,
-                max_completion_length=256, bf16=False, use_cpu=True, gradient_checkpointing=False, max_steps=1,
+                max_completion_length=256, bf16=False, use_cpu=True, activation_checkpointing=False, max_steps=1,
                 save_strategy="no", report_to="none"),
 }
 LOSSES: dict[str, dict[str, Any]] = {

@@ -19,8 +19,8 @@ from rubricforge.training.model import load_tokenizer
 
 TABLE_4: dict[str, Any] = dict(num_train_epochs=2, learning_rate=4e-5, lr_scheduler_type="cosine", warmup_steps=0.1,
                                per_device_train_batch_size=1, gradient_accumulation_steps=16, max_length=16384,
-                               bf16=True, weight_decay=0.0, assistant_only_loss=True, logging_steps=1,
-                               save_strategy="epoch")
+                               bf16=True, weight_decay=0.0, activation_checkpointing=True, assistant_only_loss=True,
+                               logging_steps=1, save_strategy="epoch")
 
 
 def sft_rows(path: str | Path) -> list[dict[str, Any]]:
