@@ -14,7 +14,7 @@ def _graph(s: dict[str, Any]) -> str:
     g, c = s["graph"], s["counts"]
     rows = [["Passages scanned for title links", _num(c["passages"])],
             ["Passages read by the relation extractor", f"{_num(c['extracted'])} ({_num(c['extraction_failures'])} failed calls)"],
-            ["Triples kept (both names found in the passage) / dropped as ungrounded",
+            ["Triples kept (both names written in the passage) / dropped (a name missing or not a name)",
              f"{_num(c['triples'])} / {_num(c['ungrounded_triples'])}"],
             ["Nodes (by kind)", f"{_num(g['nodes'])} ({', '.join(f'{k} {v}' for k, v in g['nodes_by_kind'].items())})"],
             ["Edges (by source)", f"{_num(g['edges'])} ({', '.join(f'{k} {v}' for k, v in g['edges_by_source'].items())})"],
