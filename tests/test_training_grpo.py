@@ -68,6 +68,8 @@ def test_one_grpo_step_with_real_tool_calls(small_index_cfg, tiny_model, tmp_pat
     assert metrics["reward_std"] > 0
     assert metrics["composite/rubric/mean"] == pytest.approx(0.75)
     assert metrics["composite/rubric/unscored"] == 0
+    assert metrics["composite/search/mean"] == pytest.approx(1 / 6)  # one valid search call, U = 6 (Eq. 8)
+    assert metrics["composite/citation/mean"] > 0  # the first rollout's cite resolved against its own snippets
     assert metrics["tools/search_calls"] == 1.0 and metrics["tools/search_errors"] == 0
     assert metrics["tools/call_frequency"] == 1.0
     # tool results are in the completions but masked out of the loss; the model's own turns are not

@@ -10,7 +10,7 @@ TRL's event loop; the scorer's memo and the LLM cache keep each judge call to on
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -58,17 +58,16 @@ class GRPORun:
     toolbox: ToolBox
     client: Any
     output_dir: Path
-    metrics: dict[str, float] = field(default_factory=dict)
 
     def train(self) -> dict[str, float]:
+        """Train, save the policy to :attr:`output_dir`; returns the last step's logged metrics."""
         try:
             self.trainer.train()
             self.trainer.save_model(str(self.output_dir))
         finally:
             self.close()
         history = [h for h in self.trainer.state.log_history if "reward" in h]
-        self.metrics = history[-1] if history else {}
-        return self.metrics
+        return history[-1] if history else {}
 
     def close(self) -> None:
         loop = getattr(self.trainer, "async_loop", None)
