@@ -361,7 +361,8 @@ def rollouts_sample(
     """Answer dataset questions with a model and the tools; write trajectories for SFT, DPO or reward audits."""
     from rubricforge.training.rollouts import sample_rollouts
 
-    s = sample_rollouts(_config(config, set_, **{"train.rollouts_per_prompt": n}), dataset, model, out, limit)
+    s = sample_rollouts(_config(config, set_, **{"train.rollouts_per_prompt": n}), dataset, model, out, limit,
+                        progress=True)
     _console().print(f"{s.trajectories} trajectories ({s.sampled_now} sampled now, {s.tool_calls} tool calls) -> {s.out}")
 
 

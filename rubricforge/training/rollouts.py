@@ -89,7 +89,8 @@ def run_episode(sampler: Any, env: ResearchEnvironment, prompt: list[dict[str, A
 
 
 def sample_rollouts(cfg: Config, dataset: str | Path, model: str, out: str | Path, limit: int | None = None,
-                    sampler: Any = None) -> SampleSummary:
+                    sampler: Any = None, progress: bool = False) -> SampleSummary:
+    from rich.progress import track
     from transformers.utils import get_json_schema
 
     rows = training_rows(dataset, [])[:limit]
@@ -99,7 +100,7 @@ def sample_rollouts(cfg: Config, dataset: str | Path, model: str, out: str | Pat
     if todo:
         sampler = sampler or Sampler(model, cfg)
         with ToolBox.from_config(cfg) as toolbox:
-            for row, k in todo:
+            for row, k in track(todo, description="sampling", disable=not progress, transient=True):
                 env = ResearchEnvironment(toolbox)
                 env.reset(**row)
                 response = run_episode(sampler, env, row["prompt"], cfg.train.max_tool_turns)
