@@ -2,7 +2,8 @@
 
 ``scripted_judge(body)`` answers each judge prompt the way a fixed judge would: rubric scores by
 criterion id (:data:`SCORES`), citation verdicts by statement (:data:`SUPPORT`, :data:`RELEVANT`,
-:data:`NEEDS`), ORM votes by the request's seed (:data:`VOTES`), and "no institution" for the tense check.
+:data:`NEEDS`), ORM votes by the request's seed (:data:`VOTES`), RACE 6 vs 4 on every criterion, and
+"no institution" for the tense check.
 """
 
 from __future__ import annotations
@@ -37,6 +38,10 @@ SUPPORT = {"The Eiffel Tower is 330 metres tall.": "Fully supported",
 RELEVANT = {"The Eiffel Tower is 330 metres tall.": "Relevant",
             "It was completed in 1889 for the World's Fair.": "Relevant"}
 NEEDS = {"The tower stands in Paris.": "No"}
+RACE = {"query": QUESTION, "dimension_weight": {"comprehensiveness": 0.4, "insight": 0.3, "instruction_following": 0.2,
+                                                "readability": 0.1},
+        "criterions": {d: [{"criterion": f"{d} criterion", "explanation": "", "weight": 1.0}]
+                       for d in ("comprehensiveness", "insight", "instruction_following", "readability")}}
 VOTES = {0: 1, 1: 0, 2: 1}
 
 
@@ -60,6 +65,10 @@ def scripted_judge(body: dict[str, Any]) -> Reply:
         return Reply(f"Rating: [[{RELEVANT[_between(prompt, 'statement')]}]] Analysis: scripted.")
     if "<ground_truth>" in prompt:
         return Reply(json.dumps({"rationale": "scripted", "correct": VOTES[int(body.get("seed", 0))]}))
+    if "<criteria_list>" in prompt:  # RACE: the target scores 6 on every criterion, the reference 4
+        criteria = json.loads(_between(prompt, "criteria_list"))
+        return Reply(json.dumps({d: [{"criterion": c["criterion"], "analysis": "scripted", "article_1_score": 6,
+                                      "article_2_score": 4} for c in cs] for d, cs in criteria.items()}))
     if "forecasting institution" in prompt:
         return Reply(json.dumps({"result": "no", "detail": "none named"}))
     raise AssertionError(f"unexpected judge prompt: {prompt[:200]}")

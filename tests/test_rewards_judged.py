@@ -10,7 +10,7 @@ import json
 import pytest
 
 from llm_fakes import FakeOpenAI, Reply, litellm_llm_config
-from reward_fixtures import ANSWER, BAD, EXAMPLE, QUESTION, ROLLOUT, RUBRICS, S1, S2, scripted_judge
+from reward_fixtures import ANSWER, BAD, EXAMPLE, QUESTION, RACE, ROLLOUT, RUBRICS, S1, S2, scripted_judge
 from rubricforge.config import load_config
 from rubricforge.errors import UserError
 from rubricforge.llm import LLMClient
@@ -18,10 +18,11 @@ from rubricforge.rubric_gen.citation_format import citation_format_reward
 from rubricforge.rubric_gen.citation_reward import NeedsCitation, Relevance, Support, citation_reward
 from rubricforge.rubric_gen.judging import Judge
 from rubricforge.rubric_gen.orm import majority, orm_reward
-from rubricforge.rubric_gen.race import RaceJudgement, RaceRubrics, score_judgement
+from rubricforge.rubric_gen.race import RaceJudgement, generate_race_rubrics, score_judgement
 from rubricforge.rubric_gen.rubric_reward import criteria_from, rubric_reward
 from rubricforge.rubric_gen.scorer import RewardScorer, Rollout
 from rubricforge.rubric_gen.trl_rewards import reward_functions
+from rubricforge.schema import RaceRubrics
 
 SNIPPETS = {S1: "The Eiffel Tower is 330 metres tall.", S2: "It was completed in 1889 for the World's Fair."}
 
@@ -208,7 +209,8 @@ def test_majority_needs_more_than_half_of_all_votes(votes, expected):
 
 def test_race_score_arithmetic():
     rubrics = RaceRubrics.model_validate({
-        "dimension_weight": {"comprehensiveness": 2, "insight": 1, "instruction_following": 1, "readability": 0},
+        "query": "q", "dimension_weight": {"comprehensiveness": 0.5, "insight": 0.25, "instruction_following": 0.25,
+                                           "readability": 0},
         "criterions": {d: [{"criterion": f"{d} a", "weight": 1.0}, {"criterion": f"{d} b", "weight": 3.0}]
                        for d in ("comprehensiveness", "insight", "instruction_following", "readability")}})
     judged = RaceJudgement.model_validate({d: [
@@ -216,7 +218,7 @@ def test_race_score_arithmetic():
         {"criterion": f"{d} b", "article_1_score": 4, "article_2_score": 4}]
         for d in ("comprehensiveness", "insight", "instruction_following", "readability")})
     got = score_judgement(judged, rubrics)
-    # per dimension: target (8*1 + 4*3)/4 = 5, reference 4; weights normalised to 0.5/0.25/0.25/0
+    # per dimension: target (8*1 + 4*3)/4 = 5, reference 4; readability (weight 0) is left out
     assert got.target["comprehensiveness"] == 5.0 and got.reference["comprehensiveness"] == 4.0
     assert got.dimensions["insight"] == pytest.approx(5 / 9)
     assert got.value == pytest.approx(5 / 9)
@@ -224,7 +226,8 @@ def test_race_score_arithmetic():
 
 def test_race_judgement_missing_a_criterion_is_unscored():
     rubrics = RaceRubrics.model_validate({
-        "dimension_weight": {"comprehensiveness": 1, "insight": 1, "instruction_following": 1, "readability": 1},
+        "query": "q", "dimension_weight": {"comprehensiveness": 0.25, "insight": 0.25, "instruction_following": 0.25,
+                                           "readability": 0.25},
         "criterions": {d: [{"criterion": "x", "weight": 1}, {"criterion": "y", "weight": 1}]
                        for d in ("comprehensiveness", "insight", "instruction_following", "readability")}})
     judged = RaceJudgement.model_validate({d: [{"criterion": "x", "article_1_score": 5, "article_2_score": 5}]
@@ -289,3 +292,42 @@ def test_missing_column_names_the_example_and_the_column(tmp_path):
         cfg = _cfg(tmp_path, server)
         with pytest.raises(UserError, match="example 'ex1' has no 'race_rubrics' column"):
             asyncio.run(RewardScorer(cfg, LLMClient(cfg.llm)).component("race", Rollout(EXAMPLE, ROLLOUT)))
+
+
+def test_race_dimension_without_criteria_is_left_out_and_weights_renormalised():
+    rubrics = RaceRubrics.model_validate({
+        "query": "q", "dimension_weight": {"comprehensiveness": 0.6, "insight": 0.2, "instruction_following": 0.2,
+                                           "readability": 0.0},
+        "criterions": {"comprehensiveness": [{"criterion": "x", "weight": 1}], "insight": [],
+                       "instruction_following": [{"criterion": "y", "weight": 1}], "readability": []}})
+    judged = RaceJudgement.model_validate({
+        "comprehensiveness": [{"criterion": "x", "article_1_score": 6, "article_2_score": 2}], "insight": [],
+        "instruction_following": [{"criterion": "y", "article_1_score": 2, "article_2_score": 2}], "readability": []})
+    got = score_judgement(judged, rubrics)
+    assert set(got.dimensions) == {"comprehensiveness", "instruction_following"}
+    assert got.target["overall"] == pytest.approx((0.6 * 6 + 0.2 * 2) / 0.8)
+    assert got.value == pytest.approx(5.0 / (5.0 + 2.0))
+
+
+def test_generated_race_rubrics_become_the_shared_record(tmp_path):
+    answer = {"dimension_weight": {"comprehensiveness": 2, "insight": 1, "instruction_following": 1, "readability": 0},
+              "criterions": {d: [{"criterion": f"{d} c", "explanation": "e", "weight": 0.5}]
+                             for d in ("comprehensiveness", "insight", "instruction_following", "readability")}}
+    with FakeOpenAI([Reply(json.dumps(answer))]) as server:
+        got = asyncio.run(generate_race_rubrics(_judge(tmp_path, server), "How did X change Y?"))
+    assert isinstance(got, RaceRubrics) and got.query == "How did X change Y?"
+    assert got.dimension_weight == {"comprehensiveness": 0.5, "insight": 0.25, "instruction_following": 0.25,
+                                    "readability": 0.0}
+
+
+def test_report_reward_with_a_kg_exported_race_rubric(tmp_path):
+    reference = f'<answer>Reference. <cite id="{S1}">The Eiffel Tower is 330 metres tall.</cite></answer>'
+    example = {**EXAMPLE, "race_rubrics": json.dumps(RACE), "reference_report": reference}
+    with FakeOpenAI(responder=scripted_judge) as server:
+        cfg = _cfg(tmp_path, server)
+        got = asyncio.run(RewardScorer(cfg, LLMClient(cfg.llm)).score(Rollout(example, ROLLOUT), ("report",)))
+    race = got["report"]["race"]
+    assert race == pytest.approx(0.6)  # 6 / (6 + 4) in every dimension
+    # n_gen 3 >= 0.7 * n_ref 1; both cited sentences overlap their snippets: +0.1; well-formed: format 0
+    assert got["report"]["citation"] == 0.1 and got["report"]["format"] == 0.0
+    assert got["report"]["value"] == pytest.approx(0.6 + 0.1 * 0.1)

@@ -3,11 +3,13 @@
 :func:`generate_race_rubrics` asks a strong model (the generator role by default) for a query's rubric in
 the App. 8.1 layout: four dimension weights and, per dimension, criteria with explanations and weights.
 Dimension weights are normalised to sum to 1 after generation; criterion weights are relative within
-their dimension.
+their dimension. Rubrics are :class:`~rubricforge.schema.RaceRubrics` records, the same the KG pipeline
+exports in its ``race_rubrics`` column.
 
 :func:`race_score` has the judge compare a target report with a reference report using the App. 8.3
 prompt (article_1 = target, article_2 = reference), criterion by criterion on 0–10. For each article a,
-S_d(a) = Σ_c w_c·s_c(a) / Σ_c w_c per dimension d and S(a) = Σ_d W_d·S_d(a). The RACE score is
+S_d(a) = Σ_c w_c·s_c(a) / Σ_c w_c per dimension d and S(a) = Σ_d W_d·S_d(a) / Σ_d W_d over the
+dimensions that have criteria (a dimension without any is left out). The RACE score is
 S(target) / (S(target) + S(reference)), per dimension and overall, in [0, 1]; 0.5 means as good as the
 reference (also when both score 0). A judge answer that does not cover every criterion of the rubric
 (matched by text, else by position within its dimension) leaves the score unscored (None).
@@ -20,55 +22,55 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field, model_validator
 
+from rubricforge.errors import UserError
 from rubricforge.llm.structured import bounded_str
 from rubricforge.rubric_gen.judging import Judge
+from rubricforge.schema import RaceCriterion, RaceRubrics
 
 DIMENSIONS = ("comprehensiveness", "insight", "instruction_following", "readability")
 
 
-class RaceCriterion(BaseModel):
+class _Criterion(BaseModel):
     criterion: bounded_str(200)
     explanation: bounded_str(400) = ""
     weight: float = Field(gt=0)
 
 
-class DimensionWeights(BaseModel):
+class _Weights(BaseModel):
     comprehensiveness: float = Field(ge=0)
     insight: float = Field(ge=0)
     instruction_following: float = Field(ge=0)
     readability: float = Field(ge=0)
 
+
+_CRITERIA = Field(min_length=1, json_schema_extra={"maxItems": 5})
+
+
+class _Criteria(BaseModel):
+    comprehensiveness: list[_Criterion] = _CRITERIA
+    insight: list[_Criterion] = _CRITERIA
+    instruction_following: list[_Criterion] = _CRITERIA
+    readability: list[_Criterion] = _CRITERIA
+
+
+class RaceRubricsAnswer(BaseModel):
+    """The generator's answer in the App. 8.1 layout (``criterions`` as the paper spells it)."""
+
+    dimension_weight: _Weights
+    criterions: _Criteria
+
     @model_validator(mode="after")
-    def _positive(self) -> DimensionWeights:
-        if sum(self.as_dict().values()) <= 0:
+    def _some_weight(self) -> RaceRubricsAnswer:
+        if sum(self.dimension_weight.model_dump().values()) <= 0:
             raise ValueError("at least one dimension weight must be positive")
         return self
 
-    def as_dict(self) -> dict[str, float]:
-        return {d: getattr(self, d) for d in DIMENSIONS}
-
-
-class Criterions(BaseModel):
-    comprehensiveness: list[RaceCriterion] = Field(min_length=1, json_schema_extra={"maxItems": 5})
-    insight: list[RaceCriterion] = Field(min_length=1, json_schema_extra={"maxItems": 5})
-    instruction_following: list[RaceCriterion] = Field(min_length=1, json_schema_extra={"maxItems": 5})
-    readability: list[RaceCriterion] = Field(min_length=1, json_schema_extra={"maxItems": 5})
-
-
-class RaceRubrics(BaseModel):
-    """One query's RACE rubric, in the App. 8.1 layout (``criterions`` as the paper spells it)."""
-
-    dimension_weight: DimensionWeights
-    criterions: Criterions
-
-    def normalised(self) -> RaceRubrics:
-        """The same rubric with dimension weights summing to 1."""
-        w = self.dimension_weight.as_dict()
-        total = sum(w.values())
-        return self.model_copy(update={"dimension_weight": DimensionWeights(**{d: v / total for d, v in w.items()})})
-
-    def criteria(self, dimension: str) -> list[RaceCriterion]:
-        return getattr(self.criterions, dimension)
+    def record(self, query: str) -> RaceRubrics:
+        weights = self.dimension_weight.model_dump()
+        total = sum(weights.values())
+        return RaceRubrics(query=query, dimension_weight={d: w / total for d, w in weights.items()},
+                           criterions={d: [RaceCriterion(**c.model_dump()) for c in getattr(self.criterions, d)]
+                                       for d in DIMENSIONS})
 
 
 class Comparison(BaseModel):
@@ -95,12 +97,13 @@ class RaceScore:
 
 async def generate_race_rubrics(judge: Judge, query: str) -> RaceRubrics | None:
     """A query's RACE rubric from ``judge``'s model (pass a Judge over the generator role), or None."""
-    got = await judge.ask("race_rubrics", RaceRubrics, stage="race_rubrics", query=query)
-    return None if got is None else got.normalised()
+    got = await judge.ask("race_rubrics", RaceRubricsAnswer, stage="race_rubrics", query=query)
+    return None if got is None else got.record(query)
 
 
 async def race_score(judge: Judge, query: str, target: str, reference: str, rubrics: RaceRubrics) -> RaceScore:
-    criteria_list = json.dumps(rubrics.criterions.model_dump(), ensure_ascii=False, indent=1)
+    criteria_list = json.dumps({d: [c.model_dump() for c in cs] for d, cs in rubrics.criterions.items()},
+                               ensure_ascii=False, indent=1)
     got = await judge.ask("race_score", RaceJudgement, stage="race", task_prompt=query, article_1=target,
                           article_2=reference, criteria_list=criteria_list)
     if got is None:
@@ -110,18 +113,22 @@ async def race_score(judge: Judge, query: str, target: str, reference: str, rubr
 
 def score_judgement(judgement: RaceJudgement, rubrics: RaceRubrics) -> RaceScore:
     """The RACE arithmetic over a judge's comparisons (see the module docstring)."""
-    weights = rubrics.normalised().dimension_weight.as_dict()
+    scored = [d for d in DIMENSIONS if rubrics.criterions.get(d) and rubrics.dimension_weight.get(d, 0) > 0]
+    total_weight = sum(rubrics.dimension_weight[d] for d in scored)
+    if not scored:
+        raise UserError(f"the RACE rubric of '{rubrics.query[:60]}' has no weighted dimension with criteria",
+                        "regenerate it")
     target, reference = {}, {}
-    for d in DIMENSIONS:
-        matched = _match(rubrics.criteria(d), getattr(judgement, d))
+    for d in scored:
+        matched = _match(rubrics.criterions[d], getattr(judgement, d))
         if matched is None:
             return RaceScore(None)
         total_w = sum(c.weight for c, _ in matched)
         target[d] = sum(c.weight * j.article_1_score for c, j in matched) / total_w
         reference[d] = sum(c.weight * j.article_2_score for c, j in matched) / total_w
-    target["overall"] = sum(weights[d] * target[d] for d in DIMENSIONS)
-    reference["overall"] = sum(weights[d] * reference[d] for d in DIMENSIONS)
-    ratio = {d: _ratio(target[d], reference[d]) for d in (*DIMENSIONS, "overall")}
+    target["overall"] = sum(rubrics.dimension_weight[d] * target[d] for d in scored) / total_weight
+    reference["overall"] = sum(rubrics.dimension_weight[d] * reference[d] for d in scored) / total_weight
+    ratio = {d: _ratio(target[d], reference[d]) for d in (*scored, "overall")}
     overall = ratio.pop("overall")
     return RaceScore(overall, ratio, target, reference)
 

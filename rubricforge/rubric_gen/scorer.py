@@ -32,10 +32,11 @@ from rubricforge.rubric_gen.composite import composite
 from rubricforge.rubric_gen.format_reward import format_reward
 from rubricforge.rubric_gen.judging import Judge
 from rubricforge.rubric_gen.orm import orm_reward
-from rubricforge.rubric_gen.race import RaceRubrics, race_score
+from rubricforge.rubric_gen.race import race_score
 from rubricforge.rubric_gen.rubric_reward import criteria_from, rubric_reward
 from rubricforge.rubric_gen.search_reward import search_reward
 from rubricforge.rubric_gen.trajectory import Trajectory, cited_ids, parse_trajectory
+from rubricforge.schema import RaceRubrics
 
 if TYPE_CHECKING:
     from rubricforge.corpora.snippets import SnippetStore
@@ -216,9 +217,11 @@ class RewardScorer:
 
 
 def _race_rubrics(rollout: Rollout) -> RaceRubrics:
-    raw = rollout.column("race_rubrics")
+    raw, where = rollout.column("race_rubrics"), f"example {rollout.example.get('id', '?')!r}"
+    if raw == "":
+        raise UserError(f"{where} has no RACE rubric (an empty race_rubrics)", "score only examples with one")
     try:
         return RaceRubrics.model_validate(json.loads(raw) if isinstance(raw, str) else raw)
     except ValueError as exc:
-        raise UserError(f"example {rollout.example.get('id', '?')!r}: race_rubrics is not an App. 8.1 rubric "
-                        f"({str(exc).splitlines()[0]})", "regenerate it with rubricforge's RACE rubric generator") from None
+        raise UserError(f"{where}: race_rubrics is not a RACE rubric ({str(exc).splitlines()[0]})",
+                        "give {query, dimension_weight, criterions} as the KG pipeline exports it") from None
