@@ -31,7 +31,7 @@ RUBRICS = [
     {"id": "c3", "type": "factual", "description": "Claims the tower is in London (a pitfall).", "weight": -0.5},
 ]
 EXAMPLE = {"id": "ex1", "question": QUESTION, "rubrics": RUBRICS, "answer": "1889", "answer_aliases": ["in 1889"],
-           "entities": ["Eiffel Tower", "World's Fair", "Gustave Eiffel"]}
+           "key_entities": ["Eiffel Tower", "World's Fair", "Gustave Eiffel"]}
 SCORES = {"c1": 4, "c2": 2, "c3": 0}
 SUPPORT = {"The Eiffel Tower is 330 metres tall.": "Fully supported",
            "It was completed in 1889 for the World's Fair.": "Partially supported"}

@@ -8,10 +8,13 @@ Cited ids resolve against the transcript's own tool responses first, then the st
 computation, so TRL reward functions for the composite and for its parts judge each criterion once), on
 top of the LLM cache (re-scoring a rollout later costs no judge call). Columns used:
 
-* DeepRubric rewards: ``question``, ``rubrics``;
-* Report-RL (MindDR §5.3): ``question``, ``race_rubrics`` (App. 8.1 layout, JSON string or mapping),
-  ``reference_report``;
-* Search-RL (MindDR §5.2): ``question``, ``answer``, ``answer_aliases`` (optional), ``entities``.
+* DeepRubric rewards: ``question``, ``rubrics`` (the evidence-tree export);
+* Report-RL (MindDR §5.3): ``race_rubrics`` (a :class:`~rubricforge.schema.RaceRubrics`, JSON string or
+  mapping; its ``query`` is the task the report answers) and ``reference_report``;
+* Search-RL (MindDR §5.2): ``question``, ``answer``, ``answer_aliases`` (optional), ``key_entities``
+  (the KG export's columns).
+
+:data:`COLUMNS` lists them per reward, for checking a dataset before a long run.
 """
 
 from __future__ import annotations
@@ -48,6 +51,12 @@ REPORT = ("race", "report_citation", "report_format", "report")
 SEARCH_RL = ("prm", "orm", "search_rl")
 ALL = DEEPRUBRIC + REPORT + SEARCH_RL
 GROUPS = {"deeprubric": DEEPRUBRIC, "report": REPORT, "search_rl": SEARCH_RL, "all": ALL}
+COLUMNS: dict[str, tuple[str, ...]] = {  # the example columns each reward reads besides the completion
+    "rubric": ("question", "rubrics"), "format": (), "search": (), "citation": ("question",),
+    "composite": ("question", "rubrics"), "race": ("race_rubrics", "reference_report"),
+    "report_citation": ("reference_report",), "report_format": (), "report": ("race_rubrics", "reference_report"),
+    "prm": ("key_entities",), "orm": ("question", "answer"), "search_rl": ("question", "answer", "key_entities"),
+}
 
 
 @dataclass
@@ -166,7 +175,7 @@ class RewardScorer:
 
     async def _race(self, rollout: Rollout) -> dict[str, Any]:
         rubrics = _race_rubrics(rollout)
-        got = await race_score(self.judge, str(rollout.column("question")), self._report_text(rollout),
+        got = await race_score(self.judge, rubrics.query, self._report_text(rollout),
                                str(rollout.column("reference_report")), rubrics)
         return {"value": got.value, "dimensions": got.dimensions, "target": got.target, "reference": got.reference}
 
@@ -197,7 +206,7 @@ class RewardScorer:
     # ------------------------------------------------------------ Search-RL (MindDR Eq. 6–9)
 
     def _entities(self, rollout: Rollout) -> list[str]:
-        entities = rollout.column("entities")
+        entities = rollout.column("key_entities")
         return [entities] if isinstance(entities, str) else list(entities)
 
     async def _prm(self, rollout: Rollout) -> dict[str, Any]:

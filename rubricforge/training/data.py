@@ -15,15 +15,7 @@ from typing import Any
 from rubricforge.agent_prompt import agent_system_prompt
 from rubricforge.errors import UserError
 from rubricforge.rubric_gen.inputs import load_examples
-
-REWARD_COLUMNS: dict[str, tuple[str, ...]] = {  # columns a reward reads besides the completion
-    "rubric": ("question", "rubrics"), "composite": ("question", "rubrics"), "citation": ("question",),
-    "format": (), "search": (), "race": ("question", "race_rubrics", "reference_report"),
-    "report": ("question", "race_rubrics", "reference_report"), "report_citation": ("reference_report",),
-    "report_format": (), "prm": ("entities",), "orm": ("question", "answer"),
-    "search_rl": ("question", "answer", "entities"),
-}
-
+from rubricforge.rubric_gen.scorer import COLUMNS
 
 def agent_prompt(question: str) -> list[dict[str, str]]:
     return [{"role": "system", "content": agent_system_prompt()}, {"role": "user", "content": question}]
@@ -33,11 +25,11 @@ def check_columns(rows: Iterable[dict[str, Any]], rewards: Iterable[str], where:
     """A UserError naming the first missing column (``question`` is always needed: it is the prompt)."""
     needed = dict.fromkeys(["question"])
     for name in rewards:
-        needed.update(dict.fromkeys(REWARD_COLUMNS.get(name, ())))
+        needed.update(dict.fromkeys(COLUMNS.get(name, ())))
     for row in rows:
         for column in needed:
             if row.get(column) in (None, "", []):
-                reward = next((r for r in rewards if column in REWARD_COLUMNS.get(r, ())), None)
+                reward = next((r for r in rewards if column in COLUMNS.get(r, ())), None)
                 why = f" (the '{reward}' reward reads it)" if reward else " (the agent's prompt)"
                 raise UserError(f"dataset {where}: example {row.get('id', '?')!r} has no '{column}' column{why}",
                                 "train on a rubricforge export (`rubricforge build` writes dataset/), or choose a "
