@@ -6,8 +6,8 @@
   ``export_dataset`` run one stage alone.
 * :mod:`rubricforge.flows.runners` — threads, processes, Dask or Ray, from ``runner.*``.
 * :mod:`rubricforge.flows.limits` — LLM limits shared by every worker (Prefect global concurrency limits).
-* :mod:`rubricforge.flows.session` — what the CLI wraps a flow in: Prefect's temporary server when no
-  ``PREFECT_API_URL`` is set, Prefect's logs in the run directory.
+* :mod:`rubricforge.flows.local` — how the CLI runs them: Prefect's logs in the run directory, Prefect's
+  temporary server when no ``PREFECT_API_URL`` is set (:mod:`rubricforge.flows.session`), the progress bar.
 
 Importing this package does not import Prefect; its modules do.
 """

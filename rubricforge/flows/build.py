@@ -70,7 +70,14 @@ def _line(status: str, n: int = 300) -> str:
 @flow(name="build_dataset")
 def build_dataset(config_path: str | None = None, overrides: list[str] | None = None,
                   push_to_hub: str | None = None, invocation: str | None = None) -> JobResult:
-    """The whole main job: index (if missing), trees, synthesis, rule checks, verification, export."""
+    """The whole main job: index (if missing), trees, synthesis, rule checks, verification, export.
+
+    Args:
+        config_path: A rubricforge YAML config (absolute, or relative to the working directory); none: defaults.
+        overrides: ``key=value`` config overrides, as with ``--set`` (e.g. ``build.n_trees=20``, ``runner.kind=dask``).
+        push_to_hub: Also push the dataset to this Hugging Face Hub repo (token from HF_TOKEN).
+        invocation: An id for this run's ledger files (the CLI's progress bar reads them); default: a new one.
+    """
     cfg = load_config(config_path, overrides)
     check_push(push_to_hub)
     return tasks.export(cfg, run_stages(cfg, list(STAGES), invocation), push_to_hub)

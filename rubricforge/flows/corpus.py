@@ -19,7 +19,13 @@ from rubricforge.flows import tasks
 @flow(name="index_corpus")
 def index_corpus(config_path: str | None = None, overrides: list[str] | None = None,
                       progress: bool = False) -> IndexInfo:
-    """Build (or finish, or reuse) the index of the configured corpus in ``cfg.index_dir()``."""
+    """Build (or finish, or reuse) the index of the configured corpus in ``cfg.index_dir()``.
+
+    Args:
+        config_path: A rubricforge YAML config (absolute, or relative to the working directory); none: defaults.
+        overrides: ``key=value`` config overrides, as with ``--set`` (e.g. ``corpus.source=jsonl``).
+        progress: Show the stages' progress bars on stderr (the CLI does).
+    """
     return index_tasks(load_config(config_path, overrides), progress)
 
 

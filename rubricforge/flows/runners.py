@@ -49,7 +49,7 @@ def _ray_runner(runner: RunnerConfig) -> Any:
                         "for a local Ray")
         return RayTaskRunner(address=runner.address)
     return RayTaskRunner(init_kwargs={"num_cpus": runner.workers or None, "include_dashboard": False,
-                                      "log_to_driver": False})
+                                      "log_to_driver": False, "logging_level": logging.ERROR})
 
 
 def check_reachable(address: str, what: str, fix: str, timeout_s: float = 5.0) -> None:
