@@ -60,8 +60,8 @@ LOG_A_LINE = """
 import logging, sys
 from rubricforge.flows.session import route_logs
 route_logs(sys.argv[1], verbose=sys.argv[2] == "1")
-import prefect  # reads the logging config now
-logging.getLogger("prefect.flow_runs").warning("a line for the run directory")
+from prefect import flow  # noqa: F401  (Prefect reads the logging config now)
+logging.getLogger("prefect").warning("a line for the run directory")
 """
 
 

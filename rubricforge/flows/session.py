@@ -48,7 +48,6 @@ def route_logs(log_dir: str | Path, verbose: bool = False) -> Path:
     path = log_dir / "prefect-logging.yml"
     path.write_text(yaml.safe_dump(logging_config(log_dir / "prefect.log", verbose), sort_keys=False), encoding="utf-8")
     os.environ["PREFECT_LOGGING_SETTINGS_PATH"] = str(path)
-    os.environ.setdefault("PREFECT_LOGGING_LOG_PRINTS", "false")
     return log_dir / "prefect.log"
 
 
