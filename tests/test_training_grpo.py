@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import derive
 from llm_fakes import FakeOpenAI, litellm_llm_config
 from tiny_qwen import build_tiny_qwen
 from training_fakes import ScriptedPolicy, lenient_judge

@@ -37,8 +37,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-import platform
 import uuid
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -53,6 +51,7 @@ from rubricforge.config import Config
 from rubricforge.errors import BudgetExceeded, UserError
 from rubricforge.pipelines.build_progress import watch_progress
 from rubricforge.pipelines.ledgers import invocation_totals, ledger_path, sum_ledgers
+from rubricforge.pipelines.run_meta import now, open_index, read_json, versions
 from rubricforge.pipelines.prompting import prompt_hashes
 from rubricforge.pipelines.seeds import Seed, load_or_sample_seeds
 from rubricforge.rundir import StageLog, atomic_write_json, atomic_write_text
@@ -64,8 +63,6 @@ if TYPE_CHECKING:
     from rubricforge.llm.limits import LimitRegistry
 
 STAGES = ("trees", "candidates", "verdicts")  # the stage logs, in order
-VERSIONED_PACKAGES = ("rubricforge", "pydantic", "litellm", "llama_cpp_python", "sentence-transformers", "torch",
-                      "faiss-cpu", "datasets")
 
 
 @dataclass
@@ -203,7 +200,7 @@ def prepare_build(cfg: Config, index: CorpusIndex | None = None, invocation: str
                                      corpus_hash=index.corpus_hash)
         corpus_hash = index.corpus_hash
     models = {role: cfg.llm.role(role).model for role in ("generator", "verifier")}
-    plan = BuildPlan(str(run_dir), invocation or uuid.uuid4().hex[:12], _now(), seeds, corpus_hash, models,
+    plan = BuildPlan(str(run_dir), invocation or uuid.uuid4().hex[:12], now(), seeds, corpus_hash, models,
                      tree_settings(cfg, corpus_hash, models["generator"]))
     _check_resumable(run_dir, plan.settings)
     atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(cfg.public_dict(), sort_keys=False))
@@ -219,7 +216,7 @@ def finish_build(cfg: Config, plan: BuildPlan, status: str) -> BuildSummary:
 
 
 def _check_resumable(run_dir: Path, settings: dict[str, Any]) -> None:
-    previous = _read_json(run_dir / "manifest.json").get("tree_settings")
+    previous = read_json(run_dir / "manifest.json").get("tree_settings")
     if not previous or previous == settings or not len(StageLog(run_dir / "trees.jsonl")):
         return
     changed = ", ".join(f"{k}: {previous.get(k)!r} -> {v!r}" for k, v in settings.items() if previous.get(k) != v)
@@ -393,12 +390,12 @@ def write_manifest(cfg: Config, plan: BuildPlan, status: str, summary: BuildSumm
     """The run's manifest; every invocation's ledger is summed anew from its workers' ledger files."""
     run_dir = Path(plan.run_dir)
     path = run_dir / "manifest.json"
-    previous = _read_json(path)
+    previous = read_json(path)
     invocations = [i for i in previous.get("invocations", []) if i.get("id") != plan.invocation]
     invocations.append({"id": plan.invocation, "started": plan.started, "status": status})
     for inv in invocations:
         inv["ledger"] = invocation_totals(run_dir, inv["id"]).get("ledger") or inv.get("ledger", {})
-    invocations[-1]["updated"] = _now()
+    invocations[-1]["updated"] = now()
     if summary is not None:
         counts = summary.to_dict()
         for key in ("run_dir", "status", "ledger", "warnings"):
@@ -406,7 +403,7 @@ def write_manifest(cfg: Config, plan: BuildPlan, status: str, summary: BuildSumm
     else:
         counts = previous.get("counts", {})
     atomic_write_json(path, {
-        "status": status, "run_dir": plan.run_dir, "updated": _now(), "versions": _versions(),
+        "status": status, "run_dir": plan.run_dir, "updated": now(), "versions": versions(),
         "corpus": {"hash": plan.corpus_hash, "index_dir": str(cfg.index_dir()), "source": cfg.corpus.source},
         "models": plan.models, "prompt_hashes": prompt_hashes(), "tree_settings": plan.settings,
         "rubric_source": cfg.build.rubric_source, "counts": counts,
@@ -417,45 +414,6 @@ def write_manifest(cfg: Config, plan: BuildPlan, status: str, summary: BuildSumm
 # ---------------------------------------------------------------- helpers
 
 
-def open_index(cfg: Config, progress: bool) -> CorpusIndex:
-    """The corpus index of ``cfg`` (built first when missing)."""
-    from rubricforge.corpora.build import build_index, index_ready
-    from rubricforge.corpora.index_store import CorpusIndex
-
-    if not index_ready(cfg):
-        build_index(cfg, progress=progress)
-    index = CorpusIndex.from_config(cfg)
-    if len(index) == 0:
-        raise UserError(f"the corpus index in {cfg.index_dir()} holds no passages",
-                        "check corpus.source / corpus.path and run `rubricforge corpus build`")
-    return index
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    import json
-
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-@functools.lru_cache(maxsize=1)
-def _versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {"python": platform.python_version()}
-    for name in VERSIONED_PACKAGES:
-        with contextlib.suppress(PackageNotFoundError):
-            out[name] = version(name)
-    return out
-
-
 def _clip(text: str, n: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= n else text[: n - 1] + "…"
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")

@@ -21,15 +21,12 @@ call) and must match the logged sample's settings; a run directory made with oth
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import platform
 import random
 import time
 import uuid
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +35,9 @@ import yaml
 from rubricforge.config import Config
 from rubricforge.errors import UserError
 from rubricforge.pipelines.kg.graph import EntityResolver, build_graph, node_id, save_graph, title_links
+from rubricforge.pipelines.ledgers import sum_ledgers
 from rubricforge.pipelines.prompting import prompt_hashes
+from rubricforge.pipelines.run_meta import now, open_index, read_json, versions
 from rubricforge.rundir import StageLog, atomic_write_json, atomic_write_text
 from rubricforge.schema import KGExample, KGPath, Passage, RaceRubrics
 
@@ -106,7 +105,7 @@ class _KGRun:
     def __init__(self, cfg: Config, progress: bool):
         self.cfg, self.k, self.show_progress = cfg, cfg.kg, progress
         self.run_dir = Path(cfg.run_dir)
-        self.started, self.invocation, self.t0 = _now(), uuid.uuid4().hex[:12], time.monotonic()
+        self.started, self.invocation, self.t0 = now(), uuid.uuid4().hex[:12], time.monotonic()
         self.computed: Counter[str] = Counter()
         self.ledger: dict[str, Any] = {}
 
@@ -116,7 +115,7 @@ class _KGRun:
 
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._check_run_dir()
-        index = _open_index(self.cfg, self.show_progress)
+        index = open_index(self.cfg, self.show_progress)
         self.client = LLMClient(self.cfg.llm)
         self.models = {r: self.client.model_name(r) for r in ("generator", "judge")}
         self.corpus_hash = index.corpus_hash
@@ -177,7 +176,7 @@ class _KGRun:
         from rubricforge.pipelines.kg.sampling import sample_paths
 
         path = self.run_dir / PATHS_FILE
-        done = _read_json(path)
+        done = read_json(path)
         if done.get("settings") == self.settings:
             self.sampling = done
             return [KGPath.model_validate(p) for p in done["paths"]]
@@ -253,14 +252,14 @@ class _KGRun:
     # ---------------------------------------------------------- checks, summary, manifest
 
     def _check_run_dir(self) -> None:
-        pipeline = _read_json(self.run_dir / "manifest.json").get("pipeline", "tree" if (
+        pipeline = read_json(self.run_dir / "manifest.json").get("pipeline", "tree" if (
             self.run_dir / "trees.jsonl").exists() else PIPELINE)
         if pipeline != PIPELINE:
             raise UserError(f"{self.run_dir} holds an evidence-tree run",
                             "give the KG build its own run directory (--run-dir runs/kg)")
 
     def _check_resumable(self) -> None:
-        previous = _read_json(self.run_dir / "manifest.json").get("kg_settings")
+        previous = read_json(self.run_dir / "manifest.json").get("kg_settings")
         if not previous or previous == self.settings or not any(len(log) for log in self.logs.values()):
             return
         changed = ", ".join(f"{k}: {previous.get(k)!r} -> {v!r}" for k, v in self.settings.items() if previous.get(k) != v)
@@ -289,19 +288,19 @@ class _KGRun:
 
     def _write_manifest(self, status: str, summary: KGSummary | None = None) -> None:
         path = self.run_dir / "manifest.json"
-        previous = _read_json(path)
+        previous = read_json(path)
         invocations = [i for i in previous.get("invocations", []) if i.get("id") != self.invocation]
-        invocations.append({"id": self.invocation, "started": self.started, "updated": _now(), "status": status,
+        invocations.append({"id": self.invocation, "started": self.started, "updated": now(), "status": status,
                             "ledger": self.client.ledger.summary()})
         counts = {k: v for k, v in summary.to_dict().items() if k not in ("run_dir", "status", "ledger")} \
             if summary else {n: len(log) for n, log in self.logs.items()}
         atomic_write_json(path, {
-            "pipeline": PIPELINE, "status": status, "run_dir": str(self.run_dir), "updated": _now(),
-            "versions": _versions(), "corpus": {"hash": self.corpus_hash, "index_dir": str(self.cfg.index_dir()),
+            "pipeline": PIPELINE, "status": status, "run_dir": str(self.run_dir), "updated": now(),
+            "versions": versions(), "corpus": {"hash": self.corpus_hash, "index_dir": str(self.cfg.index_dir()),
                                                 "source": self.cfg.corpus.source},
             "models": self.models, "prompt_hashes": {n: h for n, h in prompt_hashes().items() if n.startswith("kg_")},
             "kg_settings": self.settings, "counts": counts,
-            "ledger": _sum_ledgers([i["ledger"] for i in invocations]), "invocations": invocations})
+            "ledger": sum_ledgers([i["ledger"] for i in invocations]), "invocations": invocations})
 
     def _bar(self, label: str, total: int):
         return _Bar(label, total, self.show_progress, self.client)
@@ -333,53 +332,3 @@ class _Bar:
     def __exit__(self, *exc: object) -> None:
         if self.show:
             self.bar.__exit__(*exc)
-
-
-# ---------------------------------------------------------------- helpers
-
-
-def _open_index(cfg: Config, progress: bool) -> CorpusIndex:
-    from rubricforge.corpora.build import build_index
-    from rubricforge.corpora.index_store import META_FILE, CorpusIndex
-
-    if not (cfg.index_dir() / META_FILE).is_file():
-        build_index(cfg, progress=progress)
-    index = CorpusIndex.from_config(cfg)
-    if len(index) == 0:
-        raise UserError(f"the corpus index in {cfg.index_dir()} holds no passages",
-                        "check corpus.source / corpus.path and run `rubricforge corpus build`")
-    return index
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _sum_ledgers(ledgers: list[dict[str, Any]]) -> dict[str, Any]:
-    """Numbers summed key by key through nested dicts (a run's total over its invocations)."""
-    out: dict[str, Any] = {}
-    for ledger in ledgers:
-        for key, value in ledger.items():
-            if isinstance(value, dict):
-                out[key] = _sum_ledgers([out.get(key, {}), value])
-            elif isinstance(value, (int, float)) and not isinstance(value, bool):
-                out[key] = out.get(key, 0) + value
-    return out
-
-
-def _versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {"python": platform.python_version()}
-    for name in ("rubricforge", "pydantic", "networkx", "llama_cpp_python", "litellm", "sentence-transformers"):
-        with contextlib.suppress(PackageNotFoundError):
-            out[name] = version(name)
-    return out
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
