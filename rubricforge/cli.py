@@ -76,21 +76,24 @@ def build(
     source: Annotated[str, typer.Option("--source", help="tree (evidence trees) | kg (knowledge-graph multi-hop "
                                                          "questions; default run dir runs/kg).")] = "tree",
 ) -> None:
-    """Build the evidence-tree query–rubric dataset (resumable: run the same command again).
+    """Build the evidence-tree query–rubric dataset, or with --source kg the knowledge-graph multi-hop one
+    (resumable: run the same command again).
 
-    Runs the ``build_dataset`` Prefect flow (Prefect's temporary server unless PREFECT_API_URL is set)."""
+    Runs the ``build_dataset`` (``build_kg_dataset``) Prefect flow; Prefect's temporary server unless
+    PREFECT_API_URL is set."""
     flags = {"run_dir": run_dir, "build.n_trees": n_trees, "build.rubric_source": rubric_source,
              "runner.kind": runner, "runner.address": address, "runner.workers": workers}
     cfg = _config(config, set_, **flags)
     if source not in ("tree", "kg"):
         raise UserError(f"unknown --source '{source}'", "use --source tree or --source kg")
-    if source == "kg":
-        from rubricforge.kg_job import build_kg_dataset
+    from rubricforge.flows import local
 
-        for line in build_kg_dataset(cfg, progress=not quiet, push_to_hub=push_to_hub).lines():
+    if source == "kg":
+        kg = local.build_kg(cfg, str(config) if config else None, _overrides(set_, **flags), push_to_hub,
+                            progress=not quiet, verbose=verbose)
+        for line in kg.lines():
             _console().print(line, markup=False, highlight=False)
         return
-    from rubricforge.flows import local
 
     result = local.build(cfg, str(config) if config else None, _overrides(set_, **flags), push_to_hub,
                          progress=not quiet, verbose=verbose)

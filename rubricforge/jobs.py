@@ -49,13 +49,13 @@ def export_run(cfg: Config, summary: BuildSummary, push_to_hub: str | None = Non
     viewer = write_viewer(summary.run_dir)
     result = JobResult(summary, str(exported["path"]), str(viewer), int(exported["n_examples"]),
                        exported.get("pushed_to"))
-    _record_export(Path(summary.run_dir), result)
+    record_export(summary.run_dir, result.dataset_dir, result.viewer, result.rows)
     return result
 
 
-def _record_export(run_dir: Path, result: JobResult) -> None:
+def record_export(run_dir: str | Path, dataset_dir: str, viewer: str, rows: int) -> None:
     """Add the export's paths and row count to the run's manifest."""
-    path = run_dir / "manifest.json"
+    path = Path(run_dir) / "manifest.json"
     manifest = json.loads(path.read_text(encoding="utf-8"))
-    manifest.update(dataset_dir=result.dataset_dir, viewer=result.viewer, dataset_rows=result.rows)
+    manifest.update(dataset_dir=dataset_dir, viewer=viewer, dataset_rows=rows)
     atomic_write_json(path, manifest)

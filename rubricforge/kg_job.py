@@ -8,13 +8,11 @@ evidence-tree run and the KG run never share a folder.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from pathlib import Path
 
 from rubricforge.config import Config
+from rubricforge.jobs import check_push, record_export
 from rubricforge.pipelines.kg.run import KGSummary, run_kg
-from rubricforge.rundir import atomic_write_json
 
 DEFAULT_KG_RUN_DIR = "runs/kg"
 
@@ -44,21 +42,26 @@ class KGJobResult:
 
 def build_kg_dataset(cfg: Config, progress: bool = True, push_to_hub: str | None = None) -> KGJobResult:
     """Run (or resume) the KG stages, export the dataset and write the viewer."""
-    from rubricforge.export.hub import check_push
+    check_push(push_to_hub)
+    cfg = kg_config(cfg)
+    return export_kg_run(cfg, run_kg(cfg, progress=progress), push_to_hub)
+
+
+def kg_config(cfg: Config) -> Config:
+    """``cfg`` with the KG run directory when none was chosen."""
+    if cfg.run_dir == Config.model_fields["run_dir"].default:
+        return cfg.model_copy(update={"run_dir": DEFAULT_KG_RUN_DIR})
+    return cfg
+
+
+def export_kg_run(cfg: Config, summary: KGSummary, push_to_hub: str | None = None) -> KGJobResult:
+    """Export the KG stages' output in ``summary.run_dir`` and write the subgraph viewer."""
     from rubricforge.export.kg import export_kg_dataset
     from rubricforge.export.kg_viewer import write_kg_viewer
 
-    if push_to_hub is not None:
-        check_push(push_to_hub)
-    if cfg.run_dir == Config.model_fields["run_dir"].default:
-        cfg = cfg.model_copy(update={"run_dir": DEFAULT_KG_RUN_DIR})
-    summary = run_kg(cfg, progress=progress)
     exported = export_kg_dataset(summary.run_dir, cfg, push_to_hub=push_to_hub)
     viewer = write_kg_viewer(summary.run_dir)
     result = KGJobResult(summary, str(exported["path"]), str(viewer), int(exported["n_examples"]),
                          exported.get("pushed_to"))
-    path = Path(summary.run_dir) / "manifest.json"
-    manifest = json.loads(path.read_text(encoding="utf-8"))
-    manifest.update(dataset_dir=result.dataset_dir, viewer=result.viewer, dataset_rows=result.rows)
-    atomic_write_json(path, manifest)
+    record_export(summary.run_dir, result.dataset_dir, result.viewer, result.rows)
     return result

@@ -4,6 +4,7 @@
 * :func:`rubricforge.flows.build.build_dataset` — seed topics -> evidence trees -> synthesis -> rule
   checks -> verification -> export; ``build_trees``, ``synthesize``, ``verify`` and
   ``export_dataset`` run one stage alone.
+* :func:`rubricforge.flows.kg.build_kg_dataset` — the knowledge-graph multi-hop dataset.
 * :mod:`rubricforge.flows.runners` — threads, processes, Dask or Ray, from ``runner.*``.
 * :mod:`rubricforge.flows.limits` — LLM limits shared by every worker (Prefect global concurrency limits).
 * :mod:`rubricforge.flows.local` — how the CLI runs them: Prefect's logs in the run directory, Prefect's

@@ -1,4 +1,5 @@
-"""Running the flows from the command line: ``rubricforge build`` and ``rubricforge corpus build``.
+"""Running the flows from the command line: ``rubricforge build`` (``--source tree|kg``) and
+``rubricforge corpus build``.
 
 Logs go to ``<run_dir>/logs/`` (``verbose``: also to the terminal), Prefect's temporary server is used
 when no API is configured, and the user sees the rich progress bar, not Prefect's log lines. User
@@ -15,6 +16,7 @@ from rubricforge.config import Config
 from rubricforge.corpora.build import IndexInfo
 from rubricforge.flows.session import prefect_api, route_logs
 from rubricforge.jobs import JobResult, check_push
+from rubricforge.kg_job import KGJobResult
 from rubricforge.pipelines.build_progress import watch_progress
 
 
@@ -30,6 +32,18 @@ def build(cfg: Config, config_path: str | None, overrides: list[str], push_to_hu
 
         with watch_progress(cfg.run_dir, tree_ids(cfg.build.n_trees), invocation, enabled=progress):
             return build_dataset(config_path, overrides, push_to_hub, invocation)
+
+
+def build_kg(cfg: Config, config_path: str | None, overrides: list[str], push_to_hub: str | None = None,
+             progress: bool = True, verbose: bool = False) -> KGJobResult:
+    """The ``build_kg_dataset`` flow on ``cfg`` (``rubricforge build --source kg``)."""
+    from rubricforge.kg_job import kg_config
+
+    check_push(push_to_hub)
+    with _session(cfg, Path(kg_config(cfg).run_dir) / "logs", verbose):
+        from rubricforge.flows.kg import build_kg_dataset
+
+        return build_kg_dataset(config_path, overrides, push_to_hub, progress)
 
 
 def index(cfg: Config, config_path: str | None, overrides: list[str], verbose: bool = False) -> IndexInfo:

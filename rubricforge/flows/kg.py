@@ -1,0 +1,44 @@
+"""The KG dataset flow: ``build_kg_dataset`` (corpus index if missing -> graph -> subgraph sampling ->
+questions -> filters -> long-form variants, then export and viewer).
+
+The KG stages are one task (:func:`rubricforge.pipelines.kg.run.run_kg`: it resumes from the run
+directory, subgraph by subgraph, so a retried or re-run task redoes only what is missing), the export
+another. Parameters as for ``build_dataset``: ``config_path`` and ``overrides``.
+"""
+
+from __future__ import annotations
+
+from prefect import flow, task
+from prefect.cache_policies import NO_CACHE
+
+from rubricforge.config import Config, load_config
+from rubricforge.jobs import check_push
+from rubricforge.kg_job import KGJobResult, export_kg_run, kg_config
+from rubricforge.pipelines.kg.run import KGSummary, run_kg
+
+
+@task(name="kg-stages", cache_policy=NO_CACHE)
+def stages(cfg: Config, progress: bool) -> KGSummary:
+    return run_kg(cfg, progress=progress)
+
+
+@task(name="kg-export", cache_policy=NO_CACHE)
+def export(cfg: Config, summary: KGSummary, push_to_hub: str | None) -> KGJobResult:
+    return export_kg_run(cfg, summary, push_to_hub)
+
+
+@flow(name="build_kg_dataset")
+def build_kg_dataset(config_path: str | None = None, overrides: list[str] | None = None,
+                     push_to_hub: str | None = None, progress: bool = False) -> KGJobResult:
+    """Knowledge-graph multi-hop questions with answers, entity sets, difficulty and RACE rubrics.
+
+    Args:
+        config_path: A rubricforge YAML config (absolute, or relative to the working directory); none: defaults.
+        overrides: ``key=value`` config overrides, as with ``--set`` (e.g. ``kg.n_paths=20``).
+        push_to_hub: Also push the dataset to this Hugging Face Hub repo (token from HF_TOKEN).
+        progress: Show the KG progress bar (the CLI's terminal).
+    """
+    cfg = kg_config(load_config(config_path, overrides))
+    check_push(push_to_hub)
+    retried = stages.with_options(retries=cfg.runner.task_retries)
+    return export(cfg, retried(cfg, progress), push_to_hub)
