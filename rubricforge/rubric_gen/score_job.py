@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rubricforge.config import Config
+from rubricforge.corpora.build import StageBar
 from rubricforge.corpora.rejects import Rejects
 from rubricforge.rubric_gen.inputs import Response, load_examples, load_responses
-from rubricforge.rubric_gen.scorer import RewardScorer, Rollout
+from rubricforge.rubric_gen.scorer import RewardScorer, Rollout, check_columns
 from rubricforge.rundir import StageLog, atomic_write_json
 
 
@@ -50,6 +51,7 @@ def score_responses(cfg: Config, dataset: str | Path, responses: str | Path, nam
         rejects.discard()  # no half-written rejects file next to a missing or unreadable input
         raise
     rejects.commit()
+    check_columns([examples[r.example_id] for r in todo], names, dataset)
     log = StageLog(out or default_out(responses))
     pending = [r for r in todo if not _finished(log.get(r.key), names)]
     judge_counts = asyncio.run(_score_all(cfg, examples, pending, tuple(names), log, progress))
@@ -70,18 +72,18 @@ async def _score_all(cfg: Config, examples: dict[str, dict[str, Any]], pending: 
     client = LLMClient(cfg.llm)
     scorer = RewardScorer(cfg, client)
     slots = asyncio.Semaphore(cfg.reward.concurrency)
-    bar = _Bar(progress, len(pending))
 
-    async def one(response: Response) -> None:
+    async def one(response: Response, advance: Callable[[int], None]) -> None:
         async with slots:
             got = await scorer.score(Rollout(examples[response.example_id], response.completion, response.snippets),
                                      names)
         log.append(response.key, {"id": response.example_id, "line": response.line, "rewards": got})
-        bar.advance()
+        advance(1)
 
     try:
-        with bar:
-            await asyncio.gather(*(one(r) for r in pending))
+        with StageBar(progress) as bar:
+            advance = bar.task("scoring", total=len(pending))
+            await asyncio.gather(*(one(r, advance) for r in pending))
     finally:
         await client.aclose()
     return scorer.judge.counts()
@@ -95,28 +97,3 @@ def _stats(log: StageLog, todo: list[Response], names: Sequence[str]) -> dict[st
         out[name] = {"mean": statistics.fmean(scored) if scored else None, "min": min(scored, default=None),
                      "max": max(scored, default=None), "scored": len(scored), "unscored": len(values) - len(scored)}
     return out
-
-
-class _Bar:
-    """A rich progress bar over responses, or nothing."""
-
-    def __init__(self, enabled: bool, total: int):
-        self._progress = None
-        if enabled:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
-            self._progress = Progress("scoring", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=True)
-            self._task = self._progress.add_task("scoring", total=total)
-
-    def __enter__(self) -> _Bar:
-        if self._progress is not None:
-            self._progress.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-
-    def advance(self) -> None:
-        if self._progress is not None:
-            self._progress.advance(self._task)

@@ -23,8 +23,9 @@ import asyncio
 import hashlib
 import json
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rubricforge.config import Config
@@ -57,6 +58,24 @@ COLUMNS: dict[str, tuple[str, ...]] = {  # the example columns each reward reads
     "report_citation": ("reference_report",), "report_format": (), "report": ("race_rubrics", "reference_report"),
     "prm": ("key_entities",), "orm": ("question", "answer"), "search_rl": ("question", "answer", "key_entities"),
 }
+
+
+def check_columns(rows: Iterable[Mapping[str, Any]], rewards: Iterable[str], where: str | Path,
+                  prompt_column: str | None = None,
+                  fix: str = "use a rubricforge export that has it, or choose rewards that do not need it (--rewards)"
+                  ) -> None:
+    """Before any work: a UserError naming the first example that lacks a column one of ``rewards`` reads
+    (:data:`COLUMNS`), or ``prompt_column`` (a trainer's prompt)."""
+    rewards = list(rewards)
+    needed = dict.fromkeys([prompt_column] if prompt_column else [])
+    for name in rewards:
+        needed.update(dict.fromkeys(COLUMNS.get(name, ())))
+    for row in rows:
+        for column in needed:
+            if row.get(column) in (None, "", []):
+                reward = next((r for r in rewards if column in COLUMNS.get(r, ())), None)
+                why = f" (the '{reward}' reward reads it)" if reward else " (the agent's prompt)"
+                raise UserError(f"dataset {where}: example {row.get('id', '?')!r} has no '{column}' column{why}", fix)
 
 
 @dataclass
