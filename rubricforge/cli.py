@@ -390,10 +390,24 @@ def config_show(config: ConfigOpt = None, set_: SetOpt = None) -> None:
     typer.echo(yaml.safe_dump(_config(config, set_).public_dict(), sort_keys=False))
 
 
-def main() -> None:
-    """Entry point: user errors become one line on stderr and exit code 2."""
+def _cli_errors() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
+    """(aborts, usage errors) of click and of the copy of click that typer >= 0.26 ships."""
     import click
 
+    aborts: list[type[BaseException]] = [click.exceptions.Abort, typer.Abort]
+    usage: list[type[BaseException]] = [click.ClickException]
+    try:
+        from typer._click.exceptions import ClickException
+    except ImportError:
+        pass
+    else:
+        usage.append(ClickException)
+    return tuple(aborts), tuple(usage)
+
+
+def main() -> None:
+    """Entry point: user errors become one line on stderr and exit code 2."""
+    aborts, usage_errors = _cli_errors()
     try:
         app(standalone_mode=False)
     except UserError as err:
@@ -402,13 +416,10 @@ def main() -> None:
     except RunFailed as err:
         typer.echo(f"failed: {err}", err=True)
         sys.exit(1)
-    except click.exceptions.Abort:
+    except (KeyboardInterrupt, *aborts):
         typer.echo("interrupted: finished work is kept; run the same command again to resume", err=True)
         sys.exit(130)
-    except KeyboardInterrupt:
-        typer.echo("interrupted: finished work is kept; run the same command again to resume", err=True)
-        sys.exit(130)
-    except click.ClickException as err:
+    except usage_errors as err:
         err.show()
         sys.exit(2)
 

@@ -259,7 +259,7 @@ def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
     for key in keys[:-1]:
         tree = tree.setdefault(key, {})
         if not isinstance(tree, dict):
-            raise UserError(f"config key '{dotted}' goes below a value", "check the key against `rubricforge config show`")
+            raise UserError(f"config key '{dotted}' goes below a value", "check the key against `rubricforge config`")
     tree[keys[-1]] = value
 
 

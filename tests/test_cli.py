@@ -92,3 +92,9 @@ def test_readme_opens_with_the_two_make_commands():
     assert commands == ["make run", "make test"]
     ci = (Path(__file__).parents[1] / ".ci" / "run").read_text(encoding="utf-8")
     assert "make test" in ci
+
+
+@pytest.mark.parametrize("args", [["build", "--bogus"], ["config", "show"], ["reward", "score"]])
+def test_usage_errors_are_short_and_exit_code_2(args):
+    proc = cli(*args)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and "Error:" in proc.stderr
