@@ -242,7 +242,7 @@ def reward_score(
     console = _console()
     table = _table("reward", "mean", "min", "max", "scored", "unscored")
     for name, s in summary.rewards.items():
-        table.add_row(name, *(f"{s[k]:.3f}" if s[k] is not None else "-" for k in ("mean", "min", "max")),
+        table.add_row(name, *(_fmt(s[k]) for k in ("mean", "min", "max")),
                       str(s["scored"]), str(s["unscored"]))
     console.print(table)
     console.print(f"{summary.responses} responses ({summary.scored_now} scored now) -> {summary.out}")
