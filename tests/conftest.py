@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from llm_fakes import VIA_LITELLM
 from rubricforge.config import Config, _set_dotted, parse_override
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -85,3 +86,10 @@ def prefect_server():
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # its heartbeat only adds log noise
     with prefect_test_harness(server_startup_timeout=60):
         yield PREFECT_API_URL.value()
+
+
+@pytest.fixture(params=["openai/fake-model", VIA_LITELLM], ids=["direct", "litellm"])
+def model(request, monkeypatch) -> str:
+    """The model name for both ways to an OpenAI-compatible server: the direct HTTP client and litellm."""
+    monkeypatch.setenv("LITELLM_PROXY_API_KEY", "no-key")  # litellm's proxy provider insists on a key
+    return request.param

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from pydantic import BaseModel
+
 
 @dataclass
 class Reply:
@@ -197,3 +199,9 @@ def litellm_llm_config(tmp_path, server: FakeOpenAI, **role: Any) -> dict[str, A
                 "backoff_s": 0.01, "max_retries": 3, "timeout_s": 10.0, **role}
     return {"generator": settings, "verifier": settings, "judge": settings,
             "cache_path": str(tmp_path / "llm-cache.sqlite")}
+
+
+class Capital(BaseModel):
+    """The structured answer the transport and fault tests ask for."""
+
+    capital: str

@@ -7,9 +7,8 @@ import asyncio
 import json
 
 import pytest
-from pydantic import BaseModel
 
-from llm_fakes import VIA_LITELLM, FakeOpenAI, Reply, litellm_llm_config
+from llm_fakes import Capital, FakeOpenAI, Reply, litellm_llm_config
 from rubricforge.config import LLMConfig
 from rubricforge.llm import LLMClient
 from rubricforge.llm.client import transient_failures
@@ -18,17 +17,6 @@ from rubricforge.rundir import StageLog
 
 MSG = [{"role": "user", "content": "What is the capital of France?"}]
 KEY = "sk-live-0123456789abcdefSECRETxyz"
-
-
-class Capital(BaseModel):
-    capital: str
-
-
-@pytest.fixture(params=["openai/fake-model", VIA_LITELLM], ids=["direct", "litellm"])
-def model(request, monkeypatch) -> str:
-    """Both ways to an OpenAI-compatible server: the direct HTTP client and litellm."""
-    monkeypatch.setenv("LITELLM_PROXY_API_KEY", "no-key")  # litellm's proxy provider insists on a key
-    return request.param
 
 
 def _client(tmp_path, server: FakeOpenAI, cache: bool = False, **role) -> LLMClient:
