@@ -108,6 +108,8 @@ def test_node_budget_is_spread_breadth_first_over_the_root_facets(small_index_cf
     assert len(nodes) == 10
     depths = [n.depth for n in nodes]
     assert depths == sorted(depths) == [0] + [1] * 6 + [2] * 3  # a level is finished before the next
+    held = [p for n in nodes for p in n.passage_ids]
+    assert len(held) == len(set(held)) == 10 * small_index_cfg.build.passages_per_node  # each node adds new evidence
     root = tree.nodes["n0"]
     assert len(root.children) == 6  # branching at the root
     # the 3 remaining nodes go to the first 3 root facets, one each (round-robin), not 3 under the first

@@ -17,7 +17,8 @@ is expanded before the next:
    the budget can never reach costs no call.
 3. *Redundancy*: a proposal whose embedding has cosine similarity above
    ``build.redundancy_threshold`` with an ancestor or an accepted sibling is dropped (no LLM call).
-4. *Grounding* + *gating*, one structured call per surviving proposal: it is retrieved for, and the
+4. *Grounding* + *gating*, one structured call per surviving proposal: it is retrieved for (passages
+   the tree already holds are skipped, so every node adds new evidence), and the
    model selects the passages that support it (ids constrained to those shown); with none it is
    dropped. For a child that could still be expanded the same call judges whether it is atomic
    (App. C.2 step 3); an atomic child becomes a leaf.
@@ -36,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -140,8 +141,10 @@ def _clean(items: Sequence[str], limit: int) -> list[str]:
 class _Child:
     parent: EvidenceNode
     query: str
+    retrieved: list[Snippet] = field(default_factory=list)  # passages found for it (:meth:`_retrieve_fresh`)
     snippets: list[Snippet] | None = None  # the supporting passages, once grounded
     atomic: bool | None = None
+    drop: tuple[str, str] | None = None  # (reason, detail) when it is not grounded
 
 
 # ---------------------------------------------------------------- the builder
@@ -175,6 +178,16 @@ class TreeBuilder:
 
     async def _retrieve(self, query: str) -> list[Snippet]:
         return await self.tools.asearch_snippets([query], self.b.passages_per_node)
+
+    async def _retrieve_fresh(self, state: _TreeState, children: list[_Child]) -> None:
+        """Sets each child's ``retrieved``: its top ``build.passages_per_node`` passages that the tree does not
+        hold and no earlier child of the batch took. Searched together, assigned in order: deterministic."""
+        k = self.b.passages_per_node
+        wide = k * (len(children) + 1) + len(state.claimed)
+        hits = await asyncio.gather(*(self.tools.asearch_snippets([c.query], wide) for c in children))
+        for child, found in zip(children, hits, strict=True):
+            child.retrieved = [s for s in found if s.passage_id not in state.claimed][:k]
+            state.claimed.update(s.passage_id for s in child.retrieved)
 
     async def _extract(self, state: _TreeState, nodes: list[EvidenceNode]) -> None:
         jobs = [(node, s) for node in nodes for s in state.snippets[node.id]]
@@ -231,6 +244,7 @@ class TreeBuilder:
                 wanted = [_Child(p, proposals[p.id][r]) for p in batch if r < len(proposals[p.id])]
                 await self._embed_missing(state, [t for c in wanted for t in self._redundancy_texts(state, c)])
                 fresh = [c for c in wanted if self._non_redundant(state, c)]
+                await self._retrieve_fresh(state, fresh)
                 await asyncio.gather(*(self._ground(state, c) for c in fresh))
                 for child in fresh:
                     if child.snippets:
@@ -289,10 +303,19 @@ class TreeBuilder:
         return True
 
     async def _ground(self, state: _TreeState, child: _Child) -> None:
-        """Sets ``child.snippets`` (and ``atomic``) when grounded; otherwise records the drop."""
-        snippets = await self._retrieve(child.query)
+        """Sets ``child.snippets`` (and ``atomic``) when grounded; otherwise records the drop. The passages it
+        does not keep are released for its siblings."""
+        snippets = child.retrieved
+        try:
+            await self._judge_support(child, snippets)
+        finally:
+            state.claimed.difference_update(s.passage_id for s in snippets if s not in (child.snippets or []))
+        if child.drop:
+            state.drop(child, *child.drop)
+
+    async def _judge_support(self, child: _Child, snippets: list[Snippet]) -> None:
         if not snippets:
-            state.drop(child, "ungrounded", "retrieval returned no passage")
+            child.drop = ("ungrounded", "retrieval returned no passage the tree does not already hold")
             return
         labels = _labels(snippets)
         depth = child.parent.depth + 1
@@ -303,11 +326,11 @@ class TreeBuilder:
         res = await self.client.generate("generator", _user(prompt), output=grounding_model(tuple(labels), gate),
                                          stage="ground", max_tokens=self.b.node_max_tokens)
         if not res.ok or res.value is None:
-            state.drop(child, "ground_failed", f"grounding call failed: {res.error or 'no output'}")
+            child.drop = ("ground_failed", f"grounding call failed: {res.error or 'no output'}")
             return
         chosen = set(res.value.supporting_ids)
         if not chosen:
-            state.drop(child, "ungrounded", f"none of the {len(snippets)} retrieved passages supports it")
+            child.drop = ("ungrounded", f"none of the {len(snippets)} retrieved passages supports it")
             return
         child.snippets = [s for label, s in zip(labels, snippets, strict=True) if label in chosen]
         child.atomic = bool(res.value.atomic) if gate else None
@@ -322,6 +345,7 @@ class _TreeState:
         self.snippets: dict[str, list[Snippet]] = {}
         self.dropped: list[dict[str, Any]] = []
         self.vectors: dict[str, np.ndarray] = {}  # query embeddings, for the redundancy check
+        self.claimed: set[str] = set()  # passages held by a node or promised to a child being grounded
 
     def budget(self) -> int:
         """Nodes this tree may still add."""
@@ -332,6 +356,7 @@ class _TreeState:
                             depth=parent.depth + 1 if parent else 0, passage_ids=[s.passage_id for s in snippets])
         self.nodes[node.id] = node
         self.snippets[node.id] = snippets
+        self.claimed.update(s.passage_id for s in snippets)
         if parent is not None:
             parent.children.append(node.id)
         return node
