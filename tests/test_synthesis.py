@@ -121,14 +121,14 @@ STEP_ANSWERS = {
     "merge-select": [{"selected_leaf_ids": ["n4", "n2", "n4"]}],  # a repeated id counts once
     "merge-question": [{"question": QUESTION}],
     "merge-criterion": [
-        {"description": "States the share of human food crops that honey bees pollinate.", "evidence_ids": ["E1"],
+        {"description": "States that honey bees pollinate a third of human food crops.", "evidence_ids": ["E1"],
          "importance": "high"},
-        {"description": "Names the Varroa mite as a spreader of viruses that weaken colonies.",
+        {"description": "States that the Varroa mite spreads viruses that weaken colonies.",
          "evidence_ids": ["E2", "E2"], "importance": "medium"}],
     "merge-logical": [{"rubrics": [
         {"description": "Explains how pollination value and colony losses affect each other.", "importance": "high"},
-        {"description": "Separates well-established findings from uncertain or disputed ones.", "importance": "medium"},
-        {"description": "Ends with a conclusion weighed against the cited evidence.", "importance": "low"}]}],
+        {"description": "Distinguishes well-established findings from uncertain or disputed ones.", "importance": "medium"},
+        {"description": "Concludes with a judgement weighed against the cited evidence.", "importance": "low"}]}],
 }
 
 
@@ -174,6 +174,32 @@ def test_stepwise_merge_replayed_selects_leaves_writes_one_criterion_per_leaf_an
     by_stage = client.ledger.summary()["by_stage"]
     assert {k: int(v["calls"]) for k, v in by_stage.items()} == {
         "merge-select": 1, "merge-question": 1, "merge-criterion": 2, "merge-logical": 1}
+
+
+def test_a_rubric_step_that_repeats_an_earlier_rubric_is_asked_again_and_told_why(tmp_path):
+    first, second = STEP_ANSWERS["merge-criterion"]
+    client = stepwise_client(tmp_path, {**STEP_ANSWERS, "merge-criterion": [first, first, second]})
+    cand = asyncio.run(synthesize(tiny_tree(), client, STEPWISE))
+    assert [r.description for r in cand.rubrics[:2]] == [first["description"], second["description"]]
+    assert check_rules(cand, tiny_tree(), STEPWISE) == []
+    rejected = [s for s in cand.merge_trace if "rejected" in s]
+    assert rejected == [{"step": "criterion", "inputs": ["n2"], "output": first["description"],
+                         "rejected": ["R1 and R2 are duplicates (word overlap 1.00)"]}]
+    assert client.ledger.summary()["by_stage"]["merge-criterion"]["calls"] == 3
+
+
+def test_text_patterns_keep_the_json_string_closed():
+    """llama.cpp turns a pattern's character class into grammar as it is: a class that allows '"' lets a small
+    model close the JSON string early and leave the rest of the answer behind it (seen with the 1.5B)."""
+    import re
+
+    from rubricforge.pipelines.tree.synthesis import FACT_PATTERN, LOGIC_PATTERN, QUESTION_PATTERN
+
+    assert re.match(FACT_PATTERN, "States that moths belong to the order Lepidoptera.")
+    assert re.match(LOGIC_PATTERN, "Compares moths with butterflies in wing shape and activity.")
+    assert re.match(QUESTION_PATTERN, "How do moths differ from butterflies in classification?")
+    assert not re.match(FACT_PATTERN, 'States that moths fly", "importance": "high"}.')
+    assert not re.match(LOGIC_PATTERN, "The answer should be well organized and clear.")
 
 
 def test_stepwise_grammars_allow_only_the_ids_shown():

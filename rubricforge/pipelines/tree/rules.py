@@ -192,9 +192,12 @@ def check_criteria(question: str, rubrics: list[Criterion], pool: Pool | None, *
             failures.append(f"{rubric.id}: empty description")
         if pool is not None:
             failures += _grounding_failures(rubric, pool)
-    failures += _duplicate_failures(rubrics)
-    failures += _leak_failures(question, rubrics)
-    return failures
+    return failures + overlap_failures(question, rubrics)
+
+
+def overlap_failures(question: str, rubrics: list[Criterion]) -> list[str]:
+    """The duplicate and question-leak checks (a stepwise merge step is re-asked when they fail)."""
+    return _duplicate_failures(rubrics) + _leak_failures(question, rubrics)
 
 
 def _weight_failures(rubrics: list[Criterion]) -> list[str]:

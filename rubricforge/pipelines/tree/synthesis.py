@@ -12,7 +12,9 @@ Two modes (``build.merge``; ``auto`` = stepwise for the embedded models, single 
   the question from the selected leaves, (3) one factual rubric per selected leaf, its evidence chosen
   by id from that leaf's statements (so evidence is always a statement verbatim), (4) the logical
   rubrics, as many as ``build.min_rubrics`` still needs (at least 2). Importance is ``high`` /
-  ``medium`` / ``low`` (weights :data:`IMPORTANCE`). ``merge_trace`` records the steps.
+  ``medium`` / ``low`` (weights :data:`IMPORTANCE`). A rubric step whose answer repeats an earlier rubric
+  or the question (the rule checks' duplicate and leak tests) is asked again, told why, up to
+  :data:`STEP_RECHECKS` times. ``merge_trace`` records the steps and the rejected answers.
 
 Both yield the same :class:`~rubricforge.schema.Candidate`, checked by the same rules and verifier.
 Nothing is filled in: too few rubrics or bad evidence are left for :mod:`.rules` to report, and an
@@ -30,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from rubricforge.config import Config
 from rubricforge.llm.structured import Str16
 from rubricforge.pipelines.prompting import render
+from rubricforge.pipelines.tree.rules import overlap_failures
 from rubricforge.pipelines.tree.serialize import serialize_tree
 from rubricforge.rubric_gen.criteria import (MAX_IDS, MAX_RUBRICS, RubricOut, Text, candidate_id, failed_candidate,
                                              to_criteria)
@@ -46,6 +49,7 @@ IMPORTANCE = {"high": 0.9, "medium": 0.6, "low": 0.3}  # stepwise mode: the weig
 Importance = Literal["high", "medium", "low"]
 SELECT_MIN, SELECT_MAX = 2, 4  # stepwise: leaves selected (fewer when the tree has fewer leaves with evidence)
 MIN_LOGICAL = 2  # stepwise: logical rubrics written at least
+STEP_RECHECKS = 2  # stepwise: re-asks of a rubric step whose answer fails the duplicate or leak checks
 
 
 class MergeOutput(BaseModel):
@@ -103,9 +107,12 @@ def select_model(leaf_ids: tuple[str, ...], low: int, high: int) -> type[BaseMod
     return create_model("LeafSelection", selected_leaf_ids=(list[Literal[leaf_ids]], ids))  # type: ignore[valid-type]
 
 
-QUESTION_PATTERN = r"^[^?\n]{20,280}[?]$"  # stepwise: one sentence that ends with its only question mark
-RUBRIC_PATTERN = r"^[^.?!\n]{15,190}[.]$"  # stepwise: a rubric description is one sentence (no run-on text cut off)
-RubricText = Annotated[str, Field(json_schema_extra={"pattern": RUBRIC_PATTERN})]
+# Stepwise answers' text patterns. The grammar llama.cpp makes from a pattern lets any character of a class
+# through, the JSON string's closing quote included, so every class leaves out '"' and '\\'.
+QUESTION_PATTERN = r'^[^?\n"\\]{20,280}[?]$'  # one sentence that ends with its only question mark
+FACT_PATTERN = r'^States that [^.?!\n"\\]{10,180}[.]$'  # a factual rubric states one fact of its evidence
+LOGIC_PATTERN = (r'^(Explains|Compares|Distinguishes|Connects|Relates|Weighs|Concludes|Contrasts|Discusses) '
+                 r'[^.?!\n"\\]{10,180}[.]$')  # a logical rubric says what a good answer does
 
 
 class QuestionOut(BaseModel):
@@ -117,21 +124,23 @@ class QuestionOut(BaseModel):
 
 @lru_cache(maxsize=None)
 def criterion_model(evidence_ids: tuple[str, ...]) -> type[BaseModel]:
-    """Step 3 answer: one factual rubric; evidence ids only from ``evidence_ids`` (the leaf's statements)."""
+    """Step 3 answer: evidence ids only from ``evidence_ids`` (the leaf's statements), chosen first, then the
+    one factual rubric that states their fact."""
     ids = Field(json_schema_extra={"minItems": 1, "maxItems": len(evidence_ids)})
-    return create_model("FactualCriterion", description=(RubricText, ...),
-                        evidence_ids=(list[Literal[evidence_ids]], ids), importance=(Importance, ...))  # type: ignore[valid-type]
+    fact = Annotated[str, Field(json_schema_extra={"pattern": FACT_PATTERN})]
+    return create_model("FactualCriterion", evidence_ids=(list[Literal[evidence_ids]], ids),  # type: ignore[valid-type]
+                        description=(fact, ...), importance=(Importance, ...))
 
 
 class LogicalOut(BaseModel):
-    description: RubricText
+    description: Annotated[str, Field(json_schema_extra={"pattern": LOGIC_PATTERN})]
     importance: Importance
 
 
 @lru_cache(maxsize=None)
 def logical_model(n: int) -> type[BaseModel]:
     """Step 4 answer: exactly ``n`` logical rubrics."""
-    return create_model(f"Logical{n}", rubrics=(list[LogicalOut], Field(json_schema_extra={"minItems": n, "maxItems": n})))
+    return create_model(f"Logical{n}", rubrics=(list[LogicalOut], Field(min_length=n, max_length=n)))
 
 
 class _StepFailed(Exception):
@@ -167,7 +176,7 @@ class _Stepwise:
             factual: list[dict[str, Any]] = []
             for leaf in selected:
                 factual.append(await self._criterion(question, leaf, factual))
-            logical = await self._logical(question, factual, len(selected))
+            logical = await self._logical(root, question, factual, len(selected))
         except _StepFailed as exc:
             return Candidate(id=self.cid, tree_id=tree.id, question="", generation_error=str(exc),
                              merge_trace=self.trace, tree_cut=self.serialized.cut)
@@ -201,21 +210,44 @@ class _Stepwise:
     async def _criterion(self, question: str, leaf: EvidenceNode, written: list[dict[str, Any]]) -> dict[str, Any]:
         statements = self._statements(leaf)
         labels = [f"E{i}" for i in range(1, len(statements) + 1)]
-        out = await self._ask("criterion", render("merge_criterion", question=question, query=leaf.query,
-                                                  statements="\n".join(f"[{e}] {t}" for e, t in zip(labels, statements, strict=True)),
-                                                  written="\n".join(f"- {c['description']}" for c in written) or "(none)"),
-                              criterion_model(tuple(labels)))
+        prompt = render("merge_criterion", question=question, query=leaf.query,
+                        statements="\n".join(f"[{e}] {t}" for e, t in zip(labels, statements, strict=True)))
         by_label = dict(zip(labels, statements, strict=True))
-        evidence = [by_label[e] for e in dict.fromkeys(out.evidence_ids)]
-        self.trace.append({"step": "criterion", "inputs": [leaf.id], "output": out.description.strip()})
-        return {"type": "factual", "description": out.description.strip(), "weight": IMPORTANCE[out.importance],
-                "source_leaf_ids": [leaf.id], "evidence": evidence}
 
-    async def _logical(self, question: str, factual: list[dict[str, Any]], selected: int) -> list[dict[str, Any]]:
+        def item(out: Any) -> list[dict[str, Any]]:
+            return [{"type": "factual", "description": out.description.strip(), "weight": IMPORTANCE[out.importance],
+                     "source_leaf_ids": [leaf.id], "evidence": [by_label[e] for e in dict.fromkeys(out.evidence_ids)]}]
+
+        [factual] = await self._checked("criterion", prompt, criterion_model(tuple(labels)), item, question, written,
+                                        [leaf.id])
+        return factual
+
+    async def _logical(self, root: str, question: str, factual: list[dict[str, Any]], selected: int) -> list[dict[str, Any]]:
         n = max(MIN_LOGICAL, self.cfg.build.min_rubrics - selected)
         listed = "\n".join(f"- {c['description']}" for c in factual)
-        out = await self._ask("logical", render("merge_logical", question=question, factual=listed, n=n), logical_model(n))
-        self.trace.append({"step": "logical", "inputs": [c["description"] for c in factual],
-                           "output": [r.description.strip() for r in out.rubrics]})
-        return [{"type": "logical", "description": r.description.strip(), "weight": IMPORTANCE[r.importance]}
-                for r in out.rubrics]
+
+        def items(out: Any) -> list[dict[str, Any]]:
+            return [{"type": "logical", "description": r.description.strip(), "weight": IMPORTANCE[r.importance]}
+                    for r in out.rubrics]
+
+        return await self._checked("logical", render("merge_logical", root=root, factual=listed, n=n),
+                                   logical_model(n), items, question, factual, [c["description"] for c in factual])
+
+    async def _checked(self, step: str, prompt: str, output: type[BaseModel], items: Any, question: str,
+                       written: list[dict[str, Any]], inputs: list[str]) -> list[dict[str, Any]]:
+        """One rubric step, re-asked (told why) while its rubrics repeat ``written``, each other or the question."""
+        for attempt in range(STEP_RECHECKS + 1):
+            new = items(await self._ask(step, prompt, output))
+            descriptions = [c["description"] for c in new]
+            failures = overlap_failures(question, [Criterion(id=f"R{i}", description=c["description"], weight=c["weight"])
+                                                   for i, c in enumerate(written + new, start=1)])
+            entry: dict[str, Any] = {"step": step, "inputs": inputs, "output": descriptions[0] if step == "criterion"
+                                     else descriptions}
+            if failures and attempt < STEP_RECHECKS:
+                entry["rejected"] = failures
+                prompt += (f"\nYour answer {json.dumps(descriptions, ensure_ascii=False)} was rejected: "
+                           f"{'; '.join(failures)}. Write a different one.")
+            self.trace.append(entry)
+            if not failures:
+                break
+        return new
