@@ -1,0 +1,121 @@
+"""`train hote` end to end on CPU: HOTE's Algorithm 1 over 2 steps with two tiny local Qwen2 policies (solver
+and proposer, tests/tiny_qwen.py), TRL's GRPOTrainer for both, and a scripted judge (an OpenAI-compatible
+server), then a resume from the run directory.
+
+B = 4, G = 2, G' = 2 (so N = 1 combination of k = 3 tasks), no-tool mode. The solver's scripted answers are
+good (even rows) or short (odd rows); the proposer writes "first" / "second" tasks. Judge: real rubrics c1
+(w 1) pass only good answers, c2 (w 0.5) every answer; the meta answer has 6 rubrics (5 kept): Meta 1, 4, 5
+pass good answers, Meta 2 good answers to the "first" task only, Meta 3 every answer. By hand:
+step 1 rewards 1 (good) and 0.5/1.5 (short); step 2 synthetic rewards: first task 5/5 and 1/5, second
+task 4/5 and 1/5; Eq. 5: first (0.5+0.5+0+0.5+0.5)/5 = 0.4, second (0.5+0+0+0.5+0.5)/5 = 0.3.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from llm_fakes import FakeOpenAI, Reply, litellm_llm_config
+from training_fakes import ScriptedPolicy
+
+from rubricforge.config import Config
+
+GOOD, SHORT = "A detailed report with evidence.", "Short."
+QUERIES = ["How do tides form on Earth?", "Why do volcanoes erupt?", "What causes auroras near the poles?",
+           "How do bees find their way home?"]
+
+
+def data(tmp_path: Path) -> Path:
+    rubrics = [{"id": "c1", "title": "Gives evidence", "description": "Backs the answer with evidence.", "weight": 1.0},
+               {"id": "c2", "title": "Is concise", "description": "Stays short.", "weight": 0.5}]
+    path = tmp_path / "tasks.jsonl"
+    path.write_text("".join(json.dumps({"id": f"t{i}", "question": q, "rubrics": rubrics}) + "\n"
+                            for i, q in enumerate(QUERIES)))
+    return path
+
+
+def judge(body) -> Reply:
+    system, user = body["messages"][0]["content"], body["messages"][-1]["content"]
+    if "You maintain the evaluation rubrics" in system:
+        return Reply(json.dumps({"positive_rubrics": [], "negative_rubrics": []}))
+    if "You analyse how a research agent failed" in system:
+        return Reply(json.dumps({"rubrics": [{"title": f"Meta {i}", "description": f"Meta check {i}.", "weight": 1.0}
+                                             for i in range(1, 7)]}))
+    rubric = re.search(r"<rubric>(.*?)</rubric>", user, re.S).group(1)
+    good = "evidence" in re.search(r"<response>(.*?)</response>", user, re.S).group(1)
+    first = "first" in re.search(r"<question>(.*?)</question>", user, re.S).group(1)
+    passed = {"Meta 3": True, "Is concise": True, "Meta 2": good and first}.get(rubric.split(":")[0], good)
+    return Reply(json.dumps({"score": int(passed)}))
+
+
+def turn(context: str, row: int) -> str:
+    if "<weaknesses>" in context:
+        which = "first" if row % 2 == 0 else "second"
+        return f"<think>A task.</think>\n<answer>The {which} new task: how do glaciers shape valleys?</answer>"
+    return f"<think>I know this.</think>\n<answer>{GOOD if row % 2 == 0 else SHORT}</answer>"
+
+
+def hote_cfg(tmp_path: Path, server: FakeOpenAI, steps: int) -> Config:
+    return Config.model_validate({
+        "run_dir": str(tmp_path / "run"), "llm": litellm_llm_config(tmp_path, server),
+        "evolve": {"modes": "no_tool", "dedup_cosine": 1.0},
+        "hote": {"steps": steps, "batch_size": 4, "group": 2, "proposer_group": 2, "combo_size": 3,
+                 "proposer_grpo_args": {"per_device_train_batch_size": 2}},
+        "train": {"preset": "cpu", "grpo_args": {"max_completion_length": 64, "learning_rate": 1e-3, "seed": 0,
+                                                 "per_device_train_batch_size": 8}}})
+
+
+def start(cfg: Config, dataset: Path, model: Path):
+    from rubricforge.training.hote import HoteRun
+
+    run = HoteRun(cfg, dataset, str(model))
+    run.build()
+    for trainer in (run.solver, run.proposer):
+        ScriptedPolicy(trainer.model, trainer.processing_class, turn)
+    return run
+
+
+def test_two_hote_steps_then_a_resume(tiny_model, tmp_path):
+    dataset = data(tmp_path)
+    with FakeOpenAI(responder=judge) as server:
+        run = start(hote_cfg(tmp_path, server, steps=2), dataset, tiny_model)
+        before = {n: p.detach().clone() for n, p in run.proposer.model.named_parameters()}
+        step1, step2 = run.train()
+        batch3 = run.batch(3)
+        state = json.loads((tmp_path / "run" / "hote" / "state.json").read_text())
+
+        # step 1: the B = 4 real tasks, every one in no-tool mode; rewards by hand
+        assert sorted(step1.real) == ["t0", "t1", "t2", "t3"] and step1.synthetic == []
+        assert set(step1.modes.values()) == {"no_tool"}
+        for values in step1.rewards.values():
+            assert values == pytest.approx([1.0, 0.5 / 1.5])
+        assert step1.proposer_rewards == []  # nothing proposed yet
+        assert step1.judge_calls == {"update": 4, "rubric": 16, "meta": 1}
+        # step 2: the 2 proposals of step 1 (persistent = the 5 kept meta rubrics) + 2 real tasks
+        assert step2.synthetic == ["syn1-1-1", "syn1-1-2"] and len(step2.real) == 2
+        first, second = state["history"][1]["rewards"]["syn1-1-1"], state["history"][1]["rewards"]["syn1-1-2"]
+        assert first == pytest.approx([1.0, 0.2]) and second == pytest.approx([0.8, 0.2])
+        assert step2.proposer_rewards == pytest.approx([0.4, 0.3])  # Eq. 5 from step 2's judgments
+        assert step2.judge_calls == {"update": 4, "rubric": 2 * 2 * 5 + 2 * 2 * 2, "meta": 1}
+        syn = run.bank.tasks["syn1-1-1"]
+        assert [m.title for m in syn.persistent] == [f"Meta {i}" for i in range(1, 6)]
+        assert syn.query == "The first new task: how do glaciers shape valleys?"
+        assert (tmp_path / "run" / "hote" / "solver" / "checkpoint-2").is_dir()
+        assert (tmp_path / "run" / "hote" / "proposer" / "checkpoint-1").is_dir()
+        # the proposer trained once (on step 1's proposals), the solver twice
+        assert any(not torch.equal(before[n], p) for n, p in run.proposer.model.named_parameters())
+        assert state["step"] == 2 and [s["id"] for s in state["synthetic"]] == ["syn2-1-1", "syn2-1-2"]
+        assert len(state["generation"][1]) == 2  # the held proposer generation (completion ids)
+
+        # a new process on the same run directory resumes with identical inputs and runs step 3
+        resumed = start(hote_cfg(tmp_path, server, steps=3), dataset, tiny_model)
+        assert resumed.load() and resumed.step == 2
+        assert resumed.batch(3) == batch3 and resumed.bank.state_dict() == run.bank.state_dict()
+        (step3,) = resumed.train()
+    assert step3.step == 3 and step3.synthetic == ["syn2-1-1", "syn2-1-2"]
+    assert step3.proposer_rewards == pytest.approx([0.4, 0.3])  # the held step, rewarded at step 3
+    assert resumed.proposer.state.global_step == 2 and resumed.solver.state.global_step == 3
+    assert (tmp_path / "run" / "hote" / "solver" / "final" / "model.safetensors").is_file()
