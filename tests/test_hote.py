@@ -84,3 +84,22 @@ def test_proposed_task_validity():
     assert check.reason("word " * 21) == "longer than 20 words"
     assert "training set query ex-kubrick" in check.reason("Explain: " + query)
     assert check.reason("How do coral reefs recover after bleaching events?") is None
+
+
+def test_train_hote_cli_names_a_dataset_smaller_than_the_batch(tmp_path):
+    import subprocess
+    import sys
+
+    from rubricforge.cli import _config
+    from rubricforge.errors import UserError
+
+    dataset = tmp_path / "tasks.jsonl"
+    dataset.write_text(json.dumps({"id": "t0", "question": "Why is the sky blue?",
+                                   "rubrics": [{"title": "Rayleigh", "description": "Names Rayleigh scattering.", "weight": 1}]}) + "\n")
+    proc = subprocess.run([sys.executable, "-m", "rubricforge.cli", "train", "hote", "--dataset", str(dataset),
+                           "--model", "unused", "--set", f"run_dir={tmp_path / 'run'}", "--set", "hote.batch_size=4",
+                           "--set", "hote.proposer_group=2"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "has 1 tasks, hote.batch_size is 4" in proc.stderr
+    with pytest.raises(UserError, match="multiple of 2 x proposer_group"):
+        _config(None, ["hote.batch_size=10", "hote.proposer_group=3"])

@@ -96,16 +96,22 @@ def test_two_hote_steps_then_a_resume(tiny_model, tmp_path):
         assert step1.judge_calls == {"update": 4, "rubric": 16, "meta": 1}
         # step 2: the 2 proposals of step 1 (persistent = the 5 kept meta rubrics) + 2 real tasks
         assert step2.synthetic == ["syn1-1-1", "syn1-1-2"] and len(step2.real) == 2
-        first, second = state["history"][1]["rewards"]["syn1-1-1"], state["history"][1]["rewards"]["syn1-1-2"]
+        logged = [json.loads(line) for line in (tmp_path / "run" / "hote" / "steps.jsonl").read_text().splitlines()]
+        assert [r["step"] for r in logged] == [1, 2] and logged[1]["synthetic"] == step2.synthetic
+        first, second = logged[1]["rewards"]["syn1-1-1"], logged[1]["rewards"]["syn1-1-2"]
         assert first == pytest.approx([1.0, 0.2]) and second == pytest.approx([0.8, 0.2])
         assert step2.proposer_rewards == pytest.approx([0.4, 0.3])  # Eq. 5 from step 2's judgments
         assert step2.judge_calls == {"update": 4, "rubric": 2 * 2 * 5 + 2 * 2 * 2, "meta": 1}
-        syn = run.bank.tasks["syn1-1-1"]
-        assert [m.title for m in syn.persistent] == [f"Meta {i}" for i in range(1, 6)]
+        assert "syn1-1-1" not in run.bank.tasks  # solved and rewarded: dropped from the bank
+        syn = run.bank.tasks["syn2-1-1"]  # step 2's proposal, to be solved at step 3
+        assert [(m.id, m.title) for m in syn.persistent] == [(f"m2-1-{i}", f"Meta {i}") for i in range(1, 6)]
         assert syn.query == "The first new task: how do glaciers shape valleys?"
         assert (tmp_path / "run" / "hote" / "solver" / "checkpoint-2").is_dir()
         assert (tmp_path / "run" / "hote" / "proposer" / "checkpoint-1").is_dir()
-        # the proposer trained once (on step 1's proposals), the solver twice
+        # TRL trained on these rewards: the solver's group means, the proposer's one step (on step 1's proposals)
+        solver_logged = [h["reward"] for h in run.solver.state.log_history if "reward" in h]
+        assert solver_logged == pytest.approx([2 / 3, (2 / 3 + 2 / 3 + 0.6 + 0.5) / 4])
+        assert [h["reward"] for h in run.proposer.state.log_history if "reward" in h] == pytest.approx([0.35])
         assert any(not torch.equal(before[n], p) for n, p in run.proposer.model.named_parameters())
         assert state["step"] == 2 and [s["id"] for s in state["synthetic"]] == ["syn2-1-1", "syn2-1-2"]
         assert len(state["generation"][1]) == 2  # the held proposer generation (completion ids)

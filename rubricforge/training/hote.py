@@ -18,10 +18,11 @@ for the proposals of step t is its generation at t, held (in its reward function
 answered them at t+1 — TRL's advantages, old log-probabilities and loss then apply unchanged. One process
 only (the reward needs whole groups; the two trainers share it).
 
-Saved after every step to ``<run_dir>/hote/state.json`` (atomic): the step, the rubric bank, the synthetic
-tasks for the next step, the pending proposal groups with the proposer's generation (token ids), and the
-metrics; each trainer checkpoints every step under ``<run_dir>/hote/{solver,proposer}``. A run started
-again on the same run directory resumes from the last saved step with identical inputs.
+Saved after every step to ``<run_dir>/hote/state.json`` (atomic): the step, the rubric bank (a synthetic
+task leaves it once solved and rewarded), the synthetic tasks for the next step, the pending proposal groups
+with the proposer's generation (token ids); ``steps.jsonl`` gets the step's record; each trainer checkpoints
+every step under ``<run_dir>/hote/{solver,proposer}``. A run started again on the same run directory resumes
+from the last saved step with identical inputs.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import queue
 import random
 import statistics
@@ -56,6 +58,7 @@ from rubricforge.training.data import agent_prompt, training_rows
 
 log = logging.getLogger(__name__)
 STATE = "state.json"
+STEPS = "steps.jsonl"  # one line per finished step: batch, modes, rewards, judge calls, timings
 
 
 # ---------------------------------------------------------------- the two trainers, one step at a time
@@ -183,6 +186,7 @@ class StepRecord:
     judge_calls: dict[str, int] = field(default_factory=dict)
     invalid: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    phases: dict[str, float] = field(default_factory=dict)  # solver step, proposer update, proposing, saving
 
 
 class HoteRun:
@@ -191,6 +195,9 @@ class HoteRun:
     def __init__(self, cfg: Config, dataset: str | Path, model: str, proposer_model: str | None = None):
         from rubricforge.llm import LLMClient
 
+        if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            raise UserError("train hote runs in one process (its rewards need whole groups, and it holds two trainers)",
+                            "start it with python / rubricforge, not accelerate launch or torchrun")
         h = cfg.hote
         self.cfg, self.model, self.proposer_model = cfg, model, proposer_model or h.proposer_model or model
         self.dir = Path(cfg.run_dir) / "hote"
@@ -209,7 +216,6 @@ class HoteRun:
         self.synthetic: list[dict[str, Any]] = []  # tasks to solve next step: id, query, group, mode
         self.pending: list[dict[str, Any]] = []  # proposal groups of the last step: group, mode, meta ids, proposals
         self.generation: list[Any] | None = None  # the proposer's generation for ``pending`` (token ids)
-        self.history: list[dict[str, Any]] = []
         self.calls: Counter[str] = Counter()
         self.judgments: dict[str, dict[str, list[int | None]]] = {}  # task -> rubric -> J over the G responses
         self.responses: dict[str, list[str]] = {}
@@ -224,7 +230,7 @@ class HoteRun:
 
     def state_dict(self) -> dict[str, Any]:
         return {"step": self.step, "bank": self.bank.state_dict(), "synthetic": self.synthetic,
-                "pending": self.pending, "generation": self.generation, "history": self.history}
+                "pending": self.pending, "generation": self.generation}
 
     def save(self) -> None:
         atomic_write_json(self.dir / STATE, self.state_dict())
@@ -235,7 +241,7 @@ class HoteRun:
             return False
         state = json.loads(path.read_text(encoding="utf-8"))
         self.step, self.synthetic, self.pending = int(state["step"]), state["synthetic"], state["pending"]
-        self.generation, self.history = state["generation"], state["history"]
+        self.generation = state["generation"]
         self.bank.load_state_dict(state["bank"])
         return True
 
@@ -252,7 +258,9 @@ class HoteRun:
                 "ignore_data_skip": True, "save_strategy": "steps"}
         probe = trl_config(GRPOConfig, {**args, "max_steps": 1})
         per_step = probe.steps_per_generation * probe.num_iterations  # optimiser steps per HOTE step
-        return trl_config(GRPOConfig, {**args, "max_steps": steps * per_step, "save_steps": per_step})
+        # one step more than the run needs: the driver ends both trainers (a trainer whose train() returned on its
+        # own left the other one's later steps slower on CPU)
+        return trl_config(GRPOConfig, {**args, "max_steps": (steps + 1) * per_step, "save_steps": per_step})
 
     def build(self) -> None:
         """Both trainers (called by :meth:`train` unless done before)."""
@@ -420,18 +428,29 @@ class HoteRun:
 
     def run_step(self, t: int) -> StepRecord:
         started, calls_before = time.perf_counter(), Counter(self.calls)
+        clock = started
+
+        def lap(name: str) -> None:
+            nonlocal clock
+            now = time.perf_counter()
+            record.phases[name], clock = now - clock, now
+
         self.step = t
         tasks, modes, real_ids = self.batch(t)
         record = StepRecord(t, real_ids, [s["id"] for s in self.synthetic], modes)
         self.judgments, self.responses, self.rewards = {}, {}, {}
         self.solver_worker.send({"rows": self._rows(tasks, modes, self.cfg.hote.group)})
-        self.solver_worker.wait("ready", "finished")
+        self.solver_worker.wait("ready")
         record.rewards = dict(self.rewards)
+        lap("solver")
         if self.pending:  # the proposer's step on last step's proposals (Eq. 5 from this step's J)
             record.proposer_rewards = self._pending_rewards()
             self.proposer_worker.send(record.proposer_rewards)
             self.proposer_worker.wait("ready")
+        lap("proposer_update")
         groups, rows = self._propose(t, tasks)
+        for tid in record.synthetic:  # solved and rewarded: its rubrics are no longer needed
+            del self.bank.tasks[tid]
         self.generation = None
         if rows:
             self.proposer_worker.send({"rows": rows})
@@ -440,10 +459,13 @@ class HoteRun:
             self._accept(t, groups, texts, record)
         else:
             self.synthetic, self.pending = [], []
+        lap("propose")
         record.judge_calls = dict(self.calls - calls_before)
-        record.seconds = time.perf_counter() - started
-        self.history.append({k: v for k, v in record.__dict__.items()})
         self.save()
+        lap("save")
+        record.seconds = time.perf_counter() - started
+        with (self.dir / STEPS).open("a", encoding="utf-8") as f:  # after the state: a resumed step is logged once
+            f.write(json.dumps(record.__dict__) + "\n")
         return record
 
     # -------------------------------------------------- the loop
@@ -458,8 +480,7 @@ class HoteRun:
         solver_from, proposer_from = self._checkpoint("solver", self.step), self._checkpoint("proposer", self.step - 1)
         try:
             self.solver_worker.start(lambda: self.solver.train(resume_from_checkpoint=solver_from))
-            if self.solver_worker.wait("ready", "finished")[0] == "finished":
-                return records
+            self.solver_worker.wait("ready")
             self.proposer_worker.start(lambda: self.proposer.train(resume_from_checkpoint=proposer_from))
             self.proposer_worker.wait("ready")
             if resumed and self.pending:  # the held proposer step: its generation, waiting for its rewards
