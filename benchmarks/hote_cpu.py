@@ -3,7 +3,8 @@
 
     .venv/bin/python benchmarks/hote_cpu.py --batch 8 --group 4 --proposer-group 2 --steps 4
 
-Per step: the judge calls by kind (rubric updates, one binary call per rubric and response, meta rubrics),
+Per step: the judge calls by kind (rubric updates, one binary call per rubric and response, meta rubrics;
+cache hits included — the total line says how many reached the judge),
 the wall time and its phases — the solver's GRPO step (generation, judging, optimiser, checkpoint), the
 proposer's update, proposing (meta rubrics + the proposer's generation), saving the state. The last line
 gives the median step time over steps 2.. and the ratio of the proposer's share (update + proposing) to the
@@ -55,6 +56,9 @@ def main() -> None:
                 f"step {r.step}: {len(r.real)} real + {len(r.synthetic)} synthetic; judge calls "
                 f"{sum(r.judge_calls.values())} {r.judge_calls}; {r.seconds:.2f} s "
                 f"({', '.join(f'{k} {v:.2f}' for k, v in r.phases.items())})", flush=True))
+            asked = sum(sum(r.judge_calls.values()) for r in records)
+            print(f"judge calls over {a.steps} steps: {asked}, of which {server.n_requests} reached the judge "
+                  f"(the rest were answered by the LLM cache)")
     later = records[1:] or records
     step = statistics.median(r.seconds for r in later)
     solver = statistics.median(r.phases["solver"] for r in later)

@@ -103,3 +103,24 @@ def test_train_hote_cli_names_a_dataset_smaller_than_the_batch(tmp_path):
     assert "has 1 tasks, hote.batch_size is 4" in proc.stderr
     with pytest.raises(UserError, match="multiple of 2 x proposer_group"):
         _config(None, ["hote.batch_size=10", "hote.proposer_group=3"])
+
+
+def test_a_paper_size_hybrid_step_is_half_real_half_synthetic_and_half_tool(tmp_path):
+    from rubricforge.training.hote import HoteRun
+
+    dataset = tmp_path / "tasks.jsonl"
+    dataset.write_text("".join(json.dumps({"id": f"t{i:02d}", "question": f"Question number {i}?",
+                                           "rubrics": [{"title": "Any", "description": "Answers.", "weight": 1}]}) + "\n"
+                               for i in range(60)))
+    cfg = Config.model_validate({"run_dir": str(tmp_path / "run"), "evolve": {"modes": "hote", "no_tool_steps": 600}})
+    run = HoteRun(cfg, dataset, "unused")
+    groups = step_modes([str(n) for n in range(1, 5)], 601, "hote", 600)  # as _propose draws them at step 600
+    run.synthetic = [{"id": f"syn600-{n}-{i}", "query": f"Synthetic {n}.{i}?", "group": n, "mode": groups[str(n)]}
+                     for n in range(1, 5) for i in range(1, 7)]
+    tasks, modes, real = run.batch(601)
+    assert len(tasks) == 48 and len(real) == 24 and [t for t, _ in tasks[:24]] == [s["id"] for s in run.synthetic]
+    assert sum(m == TOOL for m in modes.values()) == 24
+    assert all(modes[f"syn600-{n}-{i}"] == groups[str(n)] for n in range(1, 5) for i in range(1, 7))  # a group shares it
+    assert run.batch(601) == (tasks, modes, real)  # seeded by step: a resumed run draws the same batch
+    run.synthetic = run.synthetic[:20]  # 4 invalid proposals: their slots go to real tasks
+    assert len(run.batch(601)[2]) == 28

@@ -22,7 +22,8 @@ Saved after every step to ``<run_dir>/hote/state.json`` (atomic): the step, the 
 task leaves it once solved and rewarded), the synthetic tasks for the next step, the pending proposal groups
 with the proposer's generation (token ids); ``steps.jsonl`` gets the step's record; each trainer checkpoints
 every step under ``<run_dir>/hote/{solver,proposer}``. A run started again on the same run directory resumes
-from the last saved step with identical inputs.
+from the last saved step with identical inputs (the last step's proposals wait there for a longer run; the
+held proposer step is replayed from the saved token ids). The policies end in ``<run_dir>/hote/*/final``.
 """
 
 from __future__ import annotations
