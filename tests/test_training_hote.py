@@ -125,3 +125,37 @@ def test_two_hote_steps_then_a_resume(tiny_model, tmp_path):
     assert step3.proposer_rewards == pytest.approx([0.4, 0.3])  # the held step, rewarded at step 3
     assert resumed.proposer.state.global_step == 2 and resumed.solver.state.global_step == 3
     assert (tmp_path / "run" / "hote" / "solver" / "final" / "model.safetensors").is_file()
+
+
+@pytest.mark.slow
+def test_a_hybrid_hote_step_gives_tools_to_half_the_tasks(small_index_cfg, tiny_model, tmp_path):
+    """Step 2 of `evolve.modes=hote` with one no-tool step: the 2 real tasks split one tool / one no-tool, the
+    synthetic group has one mode (with N = 1 group, round(0.5) = 0 groups get tools); tool rows render the
+    search schema and call it over the real index; every response is scored."""
+    from training_fakes import scripted_turn
+
+    def hybrid_turn(context: str, row: int) -> str:
+        return turn(context, row) if "# Tools" not in context or "<weaknesses>" in context else scripted_turn(context, row)
+
+    with FakeOpenAI(responder=judge) as server:
+        data_cfg = hote_cfg(tmp_path, server, steps=2).model_dump(mode="json")
+        data_cfg["evolve"].update(modes="hote", no_tool_steps=1)
+        data_cfg["tools"] = {**small_index_cfg.tools.model_dump(mode="json"), "top_k": 2, "snippet_chars": 200}
+        data_cfg["corpus"] = small_index_cfg.corpus.model_dump(mode="json")
+        data_cfg["embedding"] = small_index_cfg.embedding.model_dump(mode="json")
+        from rubricforge.training.hote import HoteRun
+
+        run = HoteRun(Config.model_validate(data_cfg), data(tmp_path), str(tiny_model))
+        run.build()
+        prompts = []
+        for trainer in (run.solver, run.proposer):
+            policy = ScriptedPolicy(trainer.model, trainer.processing_class, hybrid_turn)
+            force = policy.turn
+            policy.turn = lambda context, row, force=force: prompts.append(context) or force(context, row)
+        step1, step2 = run.train()
+    assert set(step1.modes.values()) == {"no_tool"}
+    real_modes = sorted(step2.modes[t] for t in step2.real)
+    assert real_modes == ["no_tool", "tool"]  # round(0.5 x 2) real tasks with tools
+    assert len({step2.modes[t] for t in step2.synthetic}) == 1  # one proposer group, one mode
+    assert any('"name": "search"' in p and "<tool_response>" in p for p in prompts)  # a real search ran
+    assert all(v is not None for values in step2.rewards.values() for v in values)
