@@ -57,6 +57,22 @@ def test_meta_rubrics_from_a_replayed_answer_are_cut_to_five(tmp_path):
     assert sent.index("Rubric 3") < sent.index("Rubric 2") and "Rubric 1" not in sent  # R1 passed by all: not sent
 
 
+def test_a_failed_meta_rubric_call_is_none_not_an_empty_set(tmp_path):
+    from rubricforge.llm import LLMClient
+
+    with FakeOpenAI([Reply(json.dumps({"rubrics": [{"title": "Only one", "description": "Too few.", "weight": 1}]}))]) as server:
+        cfg = Config.model_validate({"llm": litellm_llm_config(tmp_path, server, max_retries=1)})
+
+        async def call():
+            client = LLMClient(cfg.llm)
+            try:
+                return await meta_rubrics(client, [("How do tides work?", [])], 1, 1)
+            finally:
+                await client.aclose()
+
+        assert asyncio.run(call()) is None  # fewer than 3 rubrics, re-asked, still unreadable: the group proposes nothing
+
+
 def test_diverse_proposing_48_tasks_give_4_distinct_combinations():
     cfg = Config.model_validate({"hote": {"batch_size": 48, "proposer_group": 6}})
     assert cfg.hote.combinations == 4  # 4 groups x G' = 6 = 24 synthetic tasks = B/2
