@@ -401,6 +401,33 @@ def train_grpo(
                      f"-> {run.output_dir}")
 
 
+@train_app.command("hote")
+def train_hote(
+    dataset: DatasetOpt,
+    model: ModelOpt,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    proposer_model: Annotated[Optional[str], typer.Option(help="The proposer's initial weights (hote.proposer_model; "
+                                                               "default: the solver's).")] = None,
+    steps: Annotated[Optional[int], typer.Option(help="HOTE steps (hote.steps).")] = None,
+    preset: Annotated[Optional[str], typer.Option(help="paper | small-gpu | cpu (train.preset), for both policies.")] = None,
+    modes: Annotated[Optional[str], typer.Option(help="tool | no_tool | hybrid | hote (evolve.modes).")] = None,
+) -> None:
+    """HOTE self-play (Algorithm 1): a proposer writes tasks from the solver's weaknesses, the solver answers,
+    the fixed judge keeps the rubric bank; both policies train with GRPO. Resumes from <run_dir>/hote."""
+    from rubricforge.training.hote import HoteRun, step_summary
+
+    cfg = _config(config, set_, **{"hote.proposer_model": proposer_model, "hote.steps": steps,
+                                   "train.preset": preset, "evolve.modes": modes})
+    run = HoteRun(cfg, dataset, model)
+    h = cfg.hote
+    _console().print(f"HOTE: B={h.batch_size} tasks x G={h.group} rollouts, {h.combinations} proposer groups x "
+                     f"G'={h.proposer_group} per step; judge calls per step: {h.batch_size} rubric updates + "
+                     f"{h.batch_size * h.group} responses x |R| rubrics + {h.combinations} meta-rubric calls")
+    records = run.train(on_step=lambda r: _console().print(step_summary(r)))
+    _console().print(f"trained {len(records)} HOTE steps (now at step {run.step}) -> {run.dir}")
+
+
 @train_app.command("from-gguf")
 def train_from_gguf(
     out: Annotated[Path, typer.Option("--out", help="Folder for the transformers model (written once).")],

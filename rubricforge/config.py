@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from rubricforge.errors import UserError
 
@@ -276,6 +276,34 @@ class EvolveConfig(Section):
     difficulty_every: int = Field(10, ge=1)  # steps between weight updates
 
 
+class HoteConfig(Section):
+    """HOTE self-play (``train hote``, §2.2–2.3, Algorithm 1): a proposer policy writes tasks from the solver's
+    weaknesses, a solver policy answers, the fixed judge (``evolve.role``) keeps the rubric bank (``evolve.*``,
+    which also sets the tool / no-tool modes) and writes the meta rubrics. Defaults are the paper's (§3.2)."""
+
+    proposer_model: str | None = None  # the proposer's initial weights (None: the solver's; HOTE: Qwen3-8B)
+    steps: int = Field(1300, ge=1)  # HOTE steps (600 no-tool + 700 hybrid in the paper)
+    batch_size: int = Field(48, ge=2)  # B tasks per step: B/2 real + B/2 synthetic after step 1
+    group: int = Field(8, ge=2)  # G solver rollouts per task
+    proposer_group: int = Field(6, ge=2)  # G' proposals per combination (one GRPO group of the proposer)
+    combo_size: int = Field(3, ge=1)  # k tasks of the step per combination (diverse proposing)
+    max_task_words: int = Field(300, ge=1)  # a longer proposed task is invalid
+    seed: int = 0  # real-task sampling and combinations
+    proposer_grpo_args: dict[str, Any] = Field(default_factory=dict)  # GRPOConfig fields for the proposer only
+
+    @model_validator(mode="after")
+    def _proposer_groups(self) -> HoteConfig:
+        if self.batch_size % (2 * self.proposer_group):
+            raise ValueError(f"batch_size ({self.batch_size}) must be a multiple of 2 x proposer_group "
+                             f"({self.proposer_group}): B/2 synthetic tasks come in groups of G'")
+        return self
+
+    @property
+    def combinations(self) -> int:
+        """N = B / (2 G') proposer groups per step (spec H-5)."""
+        return self.batch_size // (2 * self.proposer_group)
+
+
 class QualityConfig(Section):
     """Quality gates run by the export (:mod:`rubricforge.pipelines.quality`): decontamination against benchmark
     prompts and semantic dedup of questions."""
@@ -305,6 +333,7 @@ class Config(Section):
     kg: KGConfig = Field(default_factory=KGConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
     evolve: EvolveConfig = Field(default_factory=EvolveConfig)
+    hote: HoteConfig = Field(default_factory=HoteConfig)
     quality: QualityConfig = Field(default_factory=QualityConfig)
 
     def index_dir(self) -> Path:

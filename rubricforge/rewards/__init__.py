@@ -21,5 +21,7 @@ MindDR App. 8.3 (RACE)      :func:`.race.score_judgement`
 MindDR Eqs. 10, 11, 12      :func:`.report_rules.report_citation_reward`, :func:`.report_rules.report_format_reward`,
                             :func:`.report_rules.report_reward`
 MindDR App. 8.4             :func:`.tense.find_tense_candidates`, :func:`.tense_check.detect_tense_errors`
+HOTE Eq. 2                  :func:`.hote.hote_reward` (binary judge per rubric)
+HOTE Eq. 5                  :func:`.hote.proposer_reward`
 ==========================  =======================================================
 """

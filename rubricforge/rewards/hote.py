@@ -70,3 +70,18 @@ async def hote_reward(judge: Judge, question: str, answer: str | None, rubrics: 
     if unscored:
         return HoteScore(None, per, unscored)
     return HoteScore(eq2(per, rubrics), per)  # type: ignore[arg-type]
+
+
+def proposer_reward(judgments: Mapping[str, Sequence[int | None]]) -> float | None:
+    """HOTE Eq. 5 for one synthetic task: r^p = (1/M) Σ_R 𝕀[∃j: J_jR = 1] · (1 − (1/G) Σ_j J_jR), over its M meta
+    rubrics (all w > 0; ``judgments``: rubric id -> the G solver responses' J at the next step). 0 when nobody
+    or everybody passes a rubric, at most 1 − 1/G ("challenging but solvable"). Any unscored J ⇒ None."""
+    if not judgments:
+        raise ValueError("Eq. 5 needs at least one meta rubric")
+    terms = []
+    for values in judgments.values():
+        if not values or any(v is None for v in values):
+            return None
+        mean = sum(values) / len(values)  # type: ignore[arg-type]
+        terms.append((1.0 - mean) if max(values) == 1 else 0.0)  # type: ignore[type-var]
+    return sum(terms) / len(terms)

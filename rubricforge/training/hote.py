@@ -1,0 +1,521 @@
+"""`rubricforge train hote`: HOTE's self-play driver (§2.2–2.3, Algorithm 1; spec seed-methods.md H-5–H-7).
+
+Per step t: the batch S is B real tasks at step 1, later the synthetic tasks proposed at t−1 plus real tasks
+to fill B (B/2 each; an invalid proposal's slot goes to a real task). Modes (``evolve.modes``): real tasks by a
+seeded permutation, synthetic tasks per proposer group. The **solver** rolls out G times per task; its
+reward function updates each task's active rubrics from the G responses (Eq. 3), scores them with
+persistent ∪ active (Eq. 2, one binary judge call per rubric and response), records the judgments J and
+prunes. Then the **proposer** is updated on the proposals of t−1 with Eq. 5 from those synthetic tasks' J;
+then N pairwise-distinct combinations of S each get meta rubrics from the judge (Eq. 4) and G′ proposals
+from the proposer. A valid proposal (non-empty, ≤ ``hote.max_task_words`` words, no 13-gram shared with a
+training or benchmark query: the quality gate's :class:`~rubricforge.pipelines.quality.decontam.Decontaminator`)
+becomes a synthetic task whose persistent rubrics are its group's meta rubrics; an invalid one gets r^p = 0.
+
+Both policies train with TRL's GRPOTrainer (:func:`~rubricforge.training.grpo.grpo_args`: preset, loss,
+generation backend), each in its own thread running its own ``train()``; the driver hands each trainer one
+step's rows at a time and waits for it, so exactly one of them runs at any moment. The proposer's GRPO step
+for the proposals of step t is its generation at t, held (in its reward function) until the solver has
+answered them at t+1 — TRL's advantages, old log-probabilities and loss then apply unchanged. One process
+only (the reward needs whole groups; the two trainers share it).
+
+Saved after every step to ``<run_dir>/hote/state.json`` (atomic): the step, the rubric bank (a synthetic
+task leaves it once solved and rewarded), the synthetic tasks for the next step, the pending proposal groups
+with the proposer's generation (token ids); ``steps.jsonl`` gets the step's record; each trainer checkpoints
+every step under ``<run_dir>/hote/{solver,proposer}``. A run started again on the same run directory resumes
+from the last saved step with identical inputs (the last step's proposals wait there for a longer run; the
+held proposer step is replayed from the saved token ids). The policies end in ``<run_dir>/hote/*/final``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import queue
+import random
+import statistics
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rubricforge.config import Config
+from rubricforge.errors import UserError
+from rubricforge.extras import needs
+from rubricforge.rewards.hote import hote_reward, proposer_reward
+from rubricforge.rewards.judging import Judge
+from rubricforge.rewards.rubric_reward import criteria_from
+from rubricforge.rewards.scorer import NO_TOOL
+from rubricforge.rewards.trajectory import parse_trajectory
+from rubricforge.rubric_gen.bank import BankSettings, RubricBank, RubricItem, TaskRubrics, prune
+from rubricforge.rubric_gen.meta_rubrics import combinations, meta_rubrics, proposer_messages, weaknesses
+from rubricforge.rundir import atomic_write_json
+from rubricforge.training.adaptive import TOOL, no_tool_prompt, step_modes
+from rubricforge.training.data import agent_prompt, training_rows
+
+log = logging.getLogger(__name__)
+STATE = "state.json"
+STEPS = "steps.jsonl"  # one line per finished step: batch, modes, rewards, judge calls, timings
+
+
+# ---------------------------------------------------------------- the two trainers, one step at a time
+
+class _Stop(Exception):
+    """Raised inside a parked trainer thread to end its ``train()`` when the driver is done."""
+
+
+class Worker:
+    """A trainer's ``train()`` in a thread. The trainer calls :meth:`request` where it needs the driver (its
+    next step's rows, its rewards) and blocks there; the driver answers with :meth:`send` and waits on
+    :meth:`wait`, so the two never run at once."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self._events: queue.Queue[tuple[str, Any]] = queue.Queue()
+        self._answers: queue.Queue[Any] = queue.Queue()
+        self._thread: threading.Thread | None = None
+
+    def start(self, train: Callable[[], Any]) -> None:
+        def main() -> None:
+            try:
+                train()
+            except _Stop:
+                return
+            except BaseException as exc:  # noqa: BLE001 - handed to the driver, which re-raises it
+                self._events.put(("error", exc))
+                return
+            self._events.put(("finished", None))
+
+        self._thread = threading.Thread(target=main, name=f"hote-{self.name}", daemon=True)
+        self._thread.start()
+
+    def request(self, kind: str, payload: Any = None) -> Any:  # trainer thread
+        self._events.put((kind, payload))
+        answer = self._answers.get()
+        if answer is _Stop:
+            raise _Stop
+        return answer
+
+    def wait(self, *kinds: str) -> tuple[str, Any]:  # driver
+        kind, payload = self._events.get()
+        if kind == "error":
+            raise payload
+        if kind not in kinds:
+            raise RuntimeError(f"the {self.name} trainer said '{kind}', expected {' or '.join(kinds)}")
+        return kind, payload
+
+    def send(self, answer: Any) -> None:
+        self._answers.put(answer)
+
+    def stop(self) -> None:
+        if self._thread is not None and self._thread.is_alive():
+            self._answers.put(_Stop)
+            self._thread.join()
+
+
+def stepped_trainer(worker: Worker, **kwargs: Any) -> Any:
+    """A GRPOTrainer whose generation batches are the rows the driver sends (the dataset only counts steps);
+    a job may carry a held generation (``stash``), which then replaces sampling (the proposer's pending step)."""
+    with needs("train"):
+        from trl import GRPOTrainer
+
+    class SteppedGRPOTrainer(GRPOTrainer):
+        stash: list[Any] | None = None
+        last_generation: list[Any] | None = None
+
+        def _generate_and_score_completions(self, inputs):
+            job = worker.request("ready")
+            if len(job["rows"]) != len(inputs):
+                raise RuntimeError(f"{worker.name}: {len(job['rows'])} rows for a batch of {len(inputs)}")
+            self.stash = job.get("stash")
+            return super()._generate_and_score_completions(job["rows"])
+
+        def _generate(self, prompts):
+            out = list(self.stash) if self.stash is not None else list(super()._generate(prompts))
+            self.stash, self.last_generation = None, out
+            return tuple(out)
+
+    return SteppedGRPOTrainer(**kwargs)
+
+
+def _jsonable_generation(out: Sequence[Any]) -> list[Any]:
+    """TRL's ``_generate`` output (ids, masks, completions, log-probs, extras) as JSON for the state file."""
+    if out[6] is not None or any(out[7] or []):
+        raise UserError("the proposer's generation holds images", "train hote with text-only models")
+    return json.loads(json.dumps([list(map(list, out[0])), list(map(list, out[1])),
+                                  None if out[2] is None else list(map(list, out[2])), out[3],
+                                  None if out[4] is None else list(map(list, out[4])), out[5], None, out[7]]))
+
+
+# ---------------------------------------------------------------- validity of a proposed task (spec H-5)
+
+class TaskValidity:
+    """Why a proposed task is invalid (None: valid): empty, longer than ``max_words``, or sharing an n-gram
+    with a training or benchmark query (:class:`Decontaminator`, n-grams only)."""
+
+    def __init__(self, cfg: Config, training_queries: Sequence[tuple[str, str]]):
+        from rubricforge.pipelines.quality.decontam import BenchmarkItem, Decontaminator, benchmark_items
+
+        q = cfg.quality
+        items = [BenchmarkItem("training set", i, text) for i, text in training_queries]
+        self.guard = Decontaminator(items + benchmark_items(q.benchmarks, q.benchmark_files), q.ngram, threshold=None)
+        self.max_words = cfg.hote.max_task_words
+
+    def reason(self, task: str) -> str | None:
+        if not task.strip():
+            return "empty"
+        if len(task.split()) > self.max_words:
+            return f"longer than {self.max_words} words"
+        match = self.guard.matches([task])[0]
+        return None if match is None else f"shares a {self.guard.n}-gram with {match['benchmark']} query {match['item_id']}"
+
+
+# ---------------------------------------------------------------- the driver
+
+@dataclass
+class StepRecord:
+    step: int
+    real: list[str]
+    synthetic: list[str]
+    modes: dict[str, str]
+    rewards: dict[str, list[float | None]] = field(default_factory=dict)
+    proposer_rewards: list[float | None] = field(default_factory=list)
+    judge_calls: dict[str, int] = field(default_factory=dict)
+    invalid: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    phases: dict[str, float] = field(default_factory=dict)  # solver step, proposer update, proposing, saving
+
+
+class HoteRun:
+    """Algorithm 1 over a dataset, with a solver and a proposer policy and the fixed judge role."""
+
+    def __init__(self, cfg: Config, dataset: str | Path, model: str, proposer_model: str | None = None):
+        from rubricforge.llm import LLMClient
+
+        if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            raise UserError("train hote runs in one process (its rewards need whole groups, and it holds two trainers)",
+                            "start it with python / rubricforge, not accelerate launch or torchrun")
+        h = cfg.hote
+        self.cfg, self.model, self.proposer_model = cfg, model, proposer_model or h.proposer_model or model
+        self.dir = Path(cfg.run_dir) / "hote"
+        rows = training_rows(dataset, ["hote"])
+        self.real = {str(r.get("id") or r["question"]): r for r in rows}
+        if len(self.real) < h.batch_size:
+            raise UserError(f"dataset {dataset} has {len(self.real)} tasks, hote.batch_size is {h.batch_size}",
+                            "lower hote.batch_size or train on a larger dataset")
+        self.validity = TaskValidity(cfg, [(k, str(r["question"])) for k, r in self.real.items()])
+        e = cfg.evolve
+        self.bank = RubricBank(BankSettings(e.pos_weight, e.neg_weight, e.max_active, e.max_new, e.answer_words,
+                                            e.dedup_cosine, e.role))
+        self.client = LLMClient(cfg.llm)
+        self.judge = Judge(self.client, e.role)
+        self.step = 0
+        self.synthetic: list[dict[str, Any]] = []  # tasks to solve next step: id, query, group, mode
+        self.pending: list[dict[str, Any]] = []  # proposal groups of the last step: group, mode, meta ids, proposals
+        self.generation: list[Any] | None = None  # the proposer's generation for ``pending`` (token ids)
+        self.calls: Counter[str] = Counter()
+        self.judgments: dict[str, dict[str, list[int | None]]] = {}  # task -> rubric -> J over the G responses
+        self.responses: dict[str, list[str]] = {}
+        self.rewards: dict[str, list[float | None]] = {}  # task -> Eq. 2 of its G responses
+        self._embedder: Any = None
+        self.solver_worker, self.proposer_worker = Worker("solver"), Worker("proposer")
+        self.solver: Any = None
+        self.proposer: Any = None
+        self.toolbox: Any = None
+
+    # -------------------------------------------------- state
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"step": self.step, "bank": self.bank.state_dict(), "synthetic": self.synthetic,
+                "pending": self.pending, "generation": self.generation}
+
+    def save(self) -> None:
+        atomic_write_json(self.dir / STATE, self.state_dict())
+
+    def load(self) -> bool:
+        path = self.dir / STATE
+        if not path.is_file():
+            return False
+        state = json.loads(path.read_text(encoding="utf-8"))
+        self.step, self.synthetic, self.pending = int(state["step"]), state["synthetic"], state["pending"]
+        self.generation = state["generation"]
+        self.bank.load_state_dict(state["bank"])
+        return True
+
+    # -------------------------------------------------- trainers
+
+    def _args(self, role: str, group: int, prompts: int, steps: int) -> Any:
+        from trl import GRPOConfig
+
+        from rubricforge.training.grpo import grpo_args, trl_config
+
+        h = self.cfg.hote
+        args = {**grpo_args(self.cfg), **(h.proposer_grpo_args if role == "proposer" else {}),
+                "num_generations": group, "generation_batch_size": prompts * group, "output_dir": str(self.dir / role),
+                "ignore_data_skip": True, "save_strategy": "steps"}
+        probe = trl_config(GRPOConfig, {**args, "max_steps": 1})
+        per_step = probe.steps_per_generation * probe.num_iterations  # optimiser steps per HOTE step
+        # one step more than the run needs: the driver ends both trainers (a trainer whose train() returned on its
+        # own left the other one's later steps slower on CPU)
+        return trl_config(GRPOConfig, {**args, "max_steps": (steps + 1) * per_step, "save_steps": per_step})
+
+    def build(self) -> None:
+        """Both trainers (called by :meth:`train` unless done before)."""
+        with needs("train"):
+            from datasets import Dataset
+
+        from rubricforge.corpora.tools import ToolBox
+        from rubricforge.training.environment import NoToolEnvironment, environment_factory
+        from rubricforge.training.model import load_tokenizer
+
+        h = self.cfg.hote
+        self.toolbox = ToolBox.from_config(self.cfg) if self.cfg.evolve.modes != "no_tool" else None
+        envs: dict[str, Any] = {NO_TOOL: NoToolEnvironment}
+        if self.toolbox is not None:
+            envs[TOOL] = environment_factory(self.toolbox)
+        slots = [{"prompt": [{"role": "user", "content": ""}], "environment": NO_TOOL, "task_id": "", "question": ""}]
+        self.solver = stepped_trainer(
+            self.solver_worker, model=self.model, reward_funcs=[self._solver_reward],
+            args=self._args("solver", h.group, h.batch_size, h.steps),
+            train_dataset=Dataset.from_list(slots * h.batch_size),
+            processing_class=load_tokenizer(self.model, self.cfg.train.chat_template), environment_factory=envs)
+        self.proposer = stepped_trainer(
+            self.proposer_worker, model=self.proposer_model, reward_funcs=[self._proposer_reward],
+            args=self._args("proposer", h.proposer_group, h.combinations, h.steps),
+            train_dataset=Dataset.from_list(slots * h.combinations),
+            processing_class=load_tokenizer(self.proposer_model, self.cfg.train.chat_template), environment_factory=envs)
+
+    def _checkpoint(self, role: str, updates: int) -> str | None:
+        if updates <= 0:
+            return None
+        trainer = self.solver if role == "solver" else self.proposer
+        path = self.dir / role / f"checkpoint-{updates * trainer.args.save_steps}"
+        if not path.is_dir():
+            raise UserError(f"{self.dir / STATE} is at step {self.step} but {path} is missing",
+                            f"remove {self.dir} to start over")
+        return str(path)
+
+    def _on_loop(self, coro: Any) -> Any:
+        """Run ``coro`` on the solver trainer's event loop, where the LLM client lives."""
+        return asyncio.run_coroutine_threadsafe(coro, self.solver.async_loop).result()
+
+    # -------------------------------------------------- rewards (called by the trainers)
+
+    async def _solver_reward(self, prompts: list[Any], completions: list[Any], task_id: list[str],
+                             **kwargs: Any) -> list[float | None]:
+        """Eq. 3 update per task from its G responses, Eq. 2 per response over persistent ∪ active, prune."""
+        answers = [parse_trajectory(c).answer for c in completions]
+        groups: dict[str, list[int]] = {}
+        for i, tid in enumerate(task_id):
+            groups.setdefault(tid, []).append(i)
+        shown = {t: [answers[i] or "(no final answer)" for i in idx] for t, idx in groups.items()}
+        embed = self._embed if self.cfg.evolve.dedup_cosine < 1 else None
+        results = await self.bank.update(self.client, shown, self.step, embed)
+        self.calls["update"] += len(results)
+        before = self.judge.calls["hote"]
+        scores = await asyncio.gather(*(hote_reward(self.judge, self.bank.tasks[t].query, answers[i],
+                                                    [r.criterion() for r in self.bank.tasks[t].scored()])
+                                        for i, t in enumerate(task_id)))
+        self.calls["rubric"] += self.judge.calls["hote"] - before
+        for tid, idx in groups.items():
+            tr = self.bank.tasks[tid]
+            self.judgments[tid] = {r.id: [scores[i].per_rubric.get(r.id) for i in idx] for r in tr.scored()}
+            self.responses[tid] = shown[tid]
+            self.rewards[tid] = [scores[i].value for i in idx]
+            prune(tr, self.judgments[tid], self.bank.settings.max_active)
+        if callable(log_metric := kwargs.get("log_metric")):
+            log_metric("evolve/new_positive", float(sum(len(r.positive) for r in results.values())))
+            log_metric("evolve/new_negative", float(sum(len(r.negative) for r in results.values())))
+            log_metric("evolve/update_failed", float(sum(r.failed for r in results.values())))
+        return [s.value for s in scores]
+
+    def _embed(self, texts: list[str]) -> Any:
+        if self._embedder is None:
+            from rubricforge.corpora.embedding import Embedder
+
+            self._embedder = Embedder.from_config(self.cfg.embedding)
+        return self._embedder.embed_passages(texts)
+
+    def _proposer_reward(self, prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float | None]:
+        """Hand the proposals to the driver and wait for their Eq. 5 rewards (known after the next solver step)."""
+        return self.proposer_worker.request("proposals", [parse_trajectory(c).answer or "" for c in completions])
+
+    # -------------------------------------------------- one step
+
+    def _rows(self, tasks: list[tuple[str, str]], modes: dict[str, str], group: int) -> list[dict[str, Any]]:
+        rows = []
+        for tid, query in tasks:
+            if modes[tid] != TOOL:
+                prompt = no_tool_prompt(query)
+            else:
+                prompt = self.real[tid]["prompt"] if tid in self.real else agent_prompt(query)
+            rows += [{"prompt": prompt, "environment": modes[tid], "task_id": tid, "question": query}] * group
+        return rows
+
+    def batch(self, t: int) -> tuple[list[tuple[str, str]], dict[str, str], list[str]]:
+        """Step t's tasks (id, query), their modes, and the real ids (the synthetic tasks come first)."""
+        h, e = self.cfg.hote, self.cfg.evolve
+        synthetic = [(s["id"], s["query"]) for s in self.synthetic]
+        pool = sorted(self.real)
+        real_ids = random.Random(f"{h.seed}:real:{t}").sample(pool, h.batch_size - len(synthetic))
+        modes = step_modes(real_ids, t, e.modes, e.no_tool_steps, e.tool_share, e.seed)
+        modes.update({s["id"]: s["mode"] for s in self.synthetic})
+        for tid in real_ids:
+            row = self.real[tid]
+            self.bank.task(tid, str(row["question"]), criteria_from(row["rubrics"], where=f"example {tid!r} rubrics"))
+        return synthetic + [(tid, str(self.real[tid]["question"])) for tid in real_ids], modes, real_ids
+
+    def _pending_rewards(self) -> list[float | None]:
+        """Eq. 5 for every pending proposal, in the proposer's row order (invalid: 0)."""
+        out: list[float | None] = []
+        for g in self.pending:
+            for p in g["proposals"]:
+                if p["task_id"] is None:
+                    out.append(0.0)
+                else:
+                    judged = self.judgments.get(p["task_id"], {})
+                    out.append(proposer_reward({m: judged.get(m, [None]) for m in g["meta_ids"]}))
+        return out
+
+    def _propose(self, t: int, tasks: list[tuple[str, str]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """N combinations of S, their meta rubrics (Eq. 4), the proposer's rows (G′ per combination)."""
+        h, e = self.cfg.hote, self.cfg.evolve
+        combos = combinations([tid for tid, _ in tasks], h.combinations, h.combo_size, f"{h.seed}:combo:{t}")
+        queries = dict(tasks)
+
+        async def all_meta():
+            return await asyncio.gather(*(meta_rubrics(
+                self.client, [(queries[tid], weaknesses(self.bank.tasks[tid], self.judgments.get(tid, {}),
+                                                        self.responses.get(tid, []))) for tid in combo], t, n, e.role)
+                for n, combo in enumerate(combos, 1)))
+
+        metas = self._on_loop(all_meta())
+        self.calls["meta"] += len(combos)
+        group_modes = step_modes([str(n) for n in range(1, len(combos) + 1)], t + 1, e.modes, e.no_tool_steps,
+                                 e.tool_share, e.seed)
+        groups, rows = [], []
+        for n, (combo, meta) in enumerate(zip(combos, metas, strict=True), 1):
+            if meta is None:
+                continue
+            mode = group_modes[str(n)]
+            prompt = proposer_messages([queries[c] for c in combo], meta, mode == TOOL)
+            groups.append({"group": n, "mode": mode, "combo": list(combo), "prompt": prompt,
+                           "meta": [m.model_dump(mode="json") for m in meta], "meta_ids": [m.id for m in meta]})
+            rows += [{"prompt": prompt, "environment": mode, "task_id": f"proposer-{t}-{n}", "question": ""}] * h.proposer_group
+        return groups, rows
+
+    def _accept(self, t: int, groups: list[dict[str, Any]], texts: list[str], record: StepRecord) -> None:
+        """Validity per proposal; the valid ones become next step's synthetic tasks (persistent = meta rubrics)."""
+        g_size = self.cfg.hote.proposer_group
+        self.synthetic = []
+        for k, g in enumerate(groups):
+            g["proposals"] = []
+            meta = [RubricItem.model_validate(m) for m in g["meta"]]
+            for i, text in enumerate(texts[k * g_size:(k + 1) * g_size], 1):
+                reason = self.validity.reason(text)
+                if reason:
+                    g["proposals"].append({"text": text, "task_id": None, "invalid": reason})
+                    record.invalid.append(reason)
+                    continue
+                tid = f"syn{t}-{g['group']}-{i}"
+                g["proposals"].append({"text": text, "task_id": tid, "invalid": None})
+                self.bank.tasks[tid] = TaskRubrics(task_id=tid, query=text.strip(), persistent=[m.model_copy() for m in meta])
+                self.synthetic.append({"id": tid, "query": text.strip(), "group": g["group"], "mode": g["mode"]})
+        self.pending = groups
+
+    def run_step(self, t: int) -> StepRecord:
+        started, calls_before = time.perf_counter(), Counter(self.calls)
+        clock = started
+
+        def lap(name: str) -> None:
+            nonlocal clock
+            now = time.perf_counter()
+            record.phases[name], clock = now - clock, now
+
+        self.step = t
+        tasks, modes, real_ids = self.batch(t)
+        record = StepRecord(t, real_ids, [s["id"] for s in self.synthetic], modes)
+        self.judgments, self.responses, self.rewards = {}, {}, {}
+        self.solver_worker.send({"rows": self._rows(tasks, modes, self.cfg.hote.group)})
+        self.solver_worker.wait("ready")
+        record.rewards = dict(self.rewards)
+        lap("solver")
+        if self.pending:  # the proposer's step on last step's proposals (Eq. 5 from this step's J)
+            record.proposer_rewards = self._pending_rewards()
+            self.proposer_worker.send(record.proposer_rewards)
+            self.proposer_worker.wait("ready")
+        lap("proposer_update")
+        groups, rows = self._propose(t, tasks)
+        for tid in record.synthetic:  # solved and rewarded: its rubrics are no longer needed
+            del self.bank.tasks[tid]
+        self.generation = None
+        if rows:
+            self.proposer_worker.send({"rows": rows})
+            _, texts = self.proposer_worker.wait("proposals")
+            self.generation = _jsonable_generation(self.proposer.last_generation)
+            self._accept(t, groups, texts, record)
+        else:
+            self.synthetic, self.pending = [], []
+        lap("propose")
+        record.judge_calls = dict(self.calls - calls_before)
+        self.save()
+        lap("save")
+        record.seconds = time.perf_counter() - started
+        with (self.dir / STEPS).open("a", encoding="utf-8") as f:  # after the state: a resumed step is logged once
+            f.write(json.dumps(record.__dict__) + "\n")
+        return record
+
+    # -------------------------------------------------- the loop
+
+    def train(self, on_step: Callable[[StepRecord], None] | None = None) -> list[StepRecord]:
+        """Steps ``step+1 .. hote.steps`` (resuming from the run directory when it has a state), then save both
+        policies to ``<run_dir>/hote/{solver,proposer}/final``."""
+        resumed = self.load()
+        if self.solver is None:
+            self.build()
+        records: list[StepRecord] = []
+        solver_from, proposer_from = self._checkpoint("solver", self.step), self._checkpoint("proposer", self.step - 1)
+        try:
+            self.solver_worker.start(lambda: self.solver.train(resume_from_checkpoint=solver_from))
+            self.solver_worker.wait("ready")
+            self.proposer_worker.start(lambda: self.proposer.train(resume_from_checkpoint=proposer_from))
+            self.proposer_worker.wait("ready")
+            if resumed and self.pending:  # the held proposer step: its generation, waiting for its rewards
+                rows = [{"prompt": g["prompt"], "environment": g["mode"], "task_id": f"proposer-{self.step}-{g['group']}",
+                         "question": ""} for g in self.pending for _ in range(self.cfg.hote.proposer_group)]
+                self.proposer_worker.send({"rows": rows, "stash": self.generation})
+                self.proposer_worker.wait("proposals")
+            for t in range(self.step + 1, self.cfg.hote.steps + 1):
+                record = self.run_step(t)
+                records.append(record)
+                if on_step is not None:
+                    on_step(record)
+        finally:
+            self.proposer_worker.stop()
+            self.solver_worker.stop()
+            self.close()
+        for role, trainer in (("solver", self.solver), ("proposer", self.proposer)):
+            trainer.save_model(str(self.dir / role / "final"))
+        return records
+
+    def close(self) -> None:
+        loop = getattr(self.solver, "async_loop", None)
+        if loop is not None and loop.is_running():
+            asyncio.run_coroutine_threadsafe(self.client.aclose(), loop).result()
+        if self.toolbox is not None:
+            self.toolbox.close()
+
+
+def step_summary(record: StepRecord) -> str:
+    """One line per step for the console."""
+    scored = [v for vs in record.rewards.values() for v in vs if v is not None]
+    prop = [v for v in record.proposer_rewards if v is not None]
+    return (f"step {record.step}: {len(record.real)} real + {len(record.synthetic)} synthetic tasks; "
+            f"solver reward {statistics.fmean(scored) if scored else float('nan'):.3f}; "
+            f"proposer reward {statistics.fmean(prop) if prop else float('nan'):.3f}; "
+            f"judge calls {sum(record.judge_calls.values())} {dict(record.judge_calls)}; "
+            f"{len(record.invalid)} invalid proposals; {record.seconds:.1f} s")

@@ -1,0 +1,142 @@
+"""HOTE's pieces with the spec's exact values (seed-methods.md H-3, H-4, H-5, H-6): Eq. 5, meta-rubric
+compression and the replayed meta-rubric answer, diverse proposing, validity of proposed tasks, hybrid modes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from llm_fakes import FakeOpenAI, Reply, litellm_llm_config
+
+from rubricforge.config import Config
+from rubricforge.rewards.hote import proposer_reward
+from rubricforge.rubric_gen.bank import RubricItem, TaskRubrics
+from rubricforge.rubric_gen.meta_rubrics import combinations, meta_rubrics, weaknesses
+from rubricforge.training.adaptive import TOOL, step_modes
+
+
+def test_eq5_spec_examples():
+    # G = 4, M = 3: R1 one of four passes -> 0.75, R2 nobody -> 0, R3 everybody -> 0
+    assert proposer_reward({"R1": [1, 0, 0, 0], "R2": [0, 0, 0, 0], "R3": [1, 1, 1, 1]}) == pytest.approx(0.25)
+    assert proposer_reward({"R1": [1, 1, 0, 0, 0, 0, 0, 0], "R2": [0] * 8}) == pytest.approx(0.375)
+    assert proposer_reward({"R1": [1] + [0] * 7}) == pytest.approx(0.875)  # the upper bound 1 - 1/G
+    assert proposer_reward({"R1": [1, 0, None, 0], "R2": [0, 0, 0, 0]}) is None  # unscored J
+
+
+def _task() -> TaskRubrics:
+    return TaskRubrics(task_id="t", query="How do tides work?", persistent=[
+        RubricItem(id=f"R{i}", title=f"Rubric {i}", description=f"Checks point {i}.", weight=1.0) for i in (1, 2, 3)])
+
+
+def test_meta_rubric_compression_keeps_the_weak_rubrics_weakest_first():
+    found = weaknesses(_task(), {"R1": [1, 1, 1, 1], "R2": [1, 0, 0, 0], "R3": [0, 0, 0, 0]},
+                       ["first response", "second", "third", "fourth"])
+    assert [(w.rubric.id, w.pass_rate) for w in found] == [("R3", 0.0), ("R2", 0.25)]
+    assert found[0].failing_excerpt == "first response" and found[1].failing_excerpt == "second"
+
+
+def test_meta_rubrics_from_a_replayed_answer_are_cut_to_five(tmp_path):
+    six = [{"title": f"Weakness {i}", "description": f"Covers aspect {i} of the task.", "weight": 1.0} for i in range(6)]
+    with FakeOpenAI([Reply(json.dumps({"rubrics": six}))]) as server:
+        cfg = Config.model_validate({"llm": litellm_llm_config(tmp_path, server)})
+        from rubricforge.llm import LLMClient
+
+        async def call():
+            client = LLMClient(cfg.llm)
+            try:
+                return await meta_rubrics(client, [("How do tides work?", weaknesses(
+                    _task(), {"R1": [1, 1, 1, 1], "R2": [1, 0, 0, 0], "R3": [0, 0, 0, 0]}, ["a", "b", "c", "d"]))], 3, 2)
+            finally:
+                await client.aclose()
+
+        meta = asyncio.run(call())
+        sent = server.requests[0]["messages"][-1]["content"]
+    assert [m.id for m in meta] == ["m3-2-1", "m3-2-2", "m3-2-3", "m3-2-4", "m3-2-5"]
+    assert all(m.origin == "meta" and m.weight == 1.0 for m in meta)
+    assert sent.index("Rubric 3") < sent.index("Rubric 2") and "Rubric 1" not in sent  # R1 passed by all: not sent
+
+
+def test_a_failed_meta_rubric_call_is_none_not_an_empty_set(tmp_path):
+    from rubricforge.llm import LLMClient
+
+    with FakeOpenAI([Reply(json.dumps({"rubrics": [{"title": "Only one", "description": "Too few.", "weight": 1}]}))]) as server:
+        cfg = Config.model_validate({"llm": litellm_llm_config(tmp_path, server, max_retries=1)})
+
+        async def call():
+            client = LLMClient(cfg.llm)
+            try:
+                return await meta_rubrics(client, [("How do tides work?", [])], 1, 1)
+            finally:
+                await client.aclose()
+
+        assert asyncio.run(call()) is None  # fewer than 3 rubrics, re-asked, still unreadable: the group proposes nothing
+
+
+def test_diverse_proposing_48_tasks_give_4_distinct_combinations():
+    cfg = Config.model_validate({"hote": {"batch_size": 48, "proposer_group": 6}})
+    assert cfg.hote.combinations == 4  # 4 groups x G' = 6 = 24 synthetic tasks = B/2
+    combos = combinations([f"t{i}" for i in range(48)], cfg.hote.combinations, 3, "0:combo:1")
+    assert len(combos) == 4 and len({frozenset(c) for c in combos}) == 4 and all(len(set(c)) == 3 for c in combos)
+    assert combos == combinations([f"t{i}" for i in range(48)], 4, 3, "0:combo:1")  # seeded: a resume redraws them
+    small = combinations(["a", "b", "c", "d"], 4, 3, "s")  # all of C(4, 3)
+    assert len({frozenset(c) for c in small}) == 4
+
+
+def test_hybrid_batch_has_half_its_tasks_in_tool_mode():
+    real = step_modes([f"r{i}" for i in range(24)], 601, "hote", 600)
+    groups = step_modes([str(n) for n in range(1, 5)], 601, "hote", 600)
+    tool_rows = sum(m == TOOL for m in real.values()) + 6 * sum(m == TOOL for m in groups.values())
+    assert tool_rows == 24  # of 48 tasks: 12 real + 2 groups x 6 synthetic
+    assert set(step_modes([f"r{i}" for i in range(24)], 600, "hote", 600).values()) == {"no_tool"}
+
+
+def test_proposed_task_validity():
+    from rubricforge.training.hote import TaskValidity
+
+    query = "How did Stanley Kubrick and Arthur C. Clarke shape 2001: A Space Odyssey, and how was the film received?"
+    check = TaskValidity(Config.model_validate({"hote": {"max_task_words": 20}}), [("ex-kubrick", query)])
+    assert check.reason("  ") == "empty"
+    assert check.reason("word " * 21) == "longer than 20 words"
+    assert "training set query ex-kubrick" in check.reason("Explain: " + query)
+    assert check.reason("How do coral reefs recover after bleaching events?") is None
+
+
+def test_train_hote_cli_names_a_dataset_smaller_than_the_batch(tmp_path):
+    import subprocess
+    import sys
+
+    from rubricforge.cli import _config
+    from rubricforge.errors import UserError
+
+    dataset = tmp_path / "tasks.jsonl"
+    dataset.write_text(json.dumps({"id": "t0", "question": "Why is the sky blue?",
+                                   "rubrics": [{"title": "Rayleigh", "description": "Names Rayleigh scattering.", "weight": 1}]}) + "\n")
+    proc = subprocess.run([sys.executable, "-m", "rubricforge.cli", "train", "hote", "--dataset", str(dataset),
+                           "--model", "unused", "--set", f"run_dir={tmp_path / 'run'}", "--set", "hote.batch_size=4",
+                           "--set", "hote.proposer_group=2"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "has 1 tasks, hote.batch_size is 4" in proc.stderr
+    with pytest.raises(UserError, match="multiple of 2 x proposer_group"):
+        _config(None, ["hote.batch_size=10", "hote.proposer_group=3"])
+
+
+def test_a_paper_size_hybrid_step_is_half_real_half_synthetic_and_half_tool(tmp_path):
+    from rubricforge.training.hote import HoteRun
+
+    dataset = tmp_path / "tasks.jsonl"
+    dataset.write_text("".join(json.dumps({"id": f"t{i:02d}", "question": f"Question number {i}?",
+                                           "rubrics": [{"title": "Any", "description": "Answers.", "weight": 1}]}) + "\n"
+                               for i in range(60)))
+    cfg = Config.model_validate({"run_dir": str(tmp_path / "run"), "evolve": {"modes": "hote", "no_tool_steps": 600}})
+    run = HoteRun(cfg, dataset, "unused")
+    groups = step_modes([str(n) for n in range(1, 5)], 601, "hote", 600)  # as _propose draws them at step 600
+    run.synthetic = [{"id": f"syn600-{n}-{i}", "query": f"Synthetic {n}.{i}?", "group": n, "mode": groups[str(n)]}
+                     for n in range(1, 5) for i in range(1, 7)]
+    tasks, modes, real = run.batch(601)
+    assert len(tasks) == 48 and len(real) == 24 and [t for t, _ in tasks[:24]] == [s["id"] for s in run.synthetic]
+    assert sum(m == TOOL for m in modes.values()) == 24
+    assert all(modes[f"syn600-{n}-{i}"] == groups[str(n)] for n in range(1, 5) for i in range(1, 7))  # a group shares it
+    assert run.batch(601) == (tasks, modes, real)  # seeded by step: a resumed run draws the same batch
+    run.synthetic = run.synthetic[:20]  # 4 invalid proposals: their slots go to real tasks
+    assert len(run.batch(601)[2]) == 28

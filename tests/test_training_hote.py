@@ -1,0 +1,161 @@
+"""`train hote` end to end on CPU: HOTE's Algorithm 1 over 2 steps with two tiny local Qwen2 policies (solver
+and proposer, tests/tiny_qwen.py), TRL's GRPOTrainer for both, and a scripted judge (an OpenAI-compatible
+server), then a resume from the run directory.
+
+B = 4, G = 2, G' = 2 (so N = 1 combination of k = 3 tasks), no-tool mode. The solver's scripted answers are
+good (even rows) or short (odd rows); the proposer writes "first" / "second" tasks. Judge: real rubrics c1
+(w 1) pass only good answers, c2 (w 0.5) every answer; the meta answer has 6 rubrics (5 kept): Meta 1, 4, 5
+pass good answers, Meta 2 good answers to the "first" task only, Meta 3 every answer. By hand:
+step 1 rewards 1 (good) and 0.5/1.5 (short); step 2 synthetic rewards: first task 5/5 and 1/5, second
+task 4/5 and 1/5; Eq. 5: first (0.5+0.5+0+0.5+0.5)/5 = 0.4, second (0.5+0+0+0.5+0.5)/5 = 0.3.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from llm_fakes import FakeOpenAI, Reply, litellm_llm_config
+from training_fakes import ScriptedPolicy
+
+from rubricforge.config import Config
+
+GOOD, SHORT = "A detailed report with evidence.", "Short."
+QUERIES = ["How do tides form on Earth?", "Why do volcanoes erupt?", "What causes auroras near the poles?",
+           "How do bees find their way home?"]
+
+
+def data(tmp_path: Path) -> Path:
+    rubrics = [{"id": "c1", "title": "Gives evidence", "description": "Backs the answer with evidence.", "weight": 1.0},
+               {"id": "c2", "title": "Is concise", "description": "Stays short.", "weight": 0.5}]
+    path = tmp_path / "tasks.jsonl"
+    path.write_text("".join(json.dumps({"id": f"t{i}", "question": q, "rubrics": rubrics}) + "\n"
+                            for i, q in enumerate(QUERIES)))
+    return path
+
+
+def judge(body) -> Reply:
+    system, user = body["messages"][0]["content"], body["messages"][-1]["content"]
+    if "You maintain the evaluation rubrics" in system:
+        return Reply(json.dumps({"positive_rubrics": [], "negative_rubrics": []}))
+    if "You analyse how a research agent failed" in system:
+        return Reply(json.dumps({"rubrics": [{"title": f"Meta {i}", "description": f"Meta check {i}.", "weight": 1.0}
+                                             for i in range(1, 7)]}))
+    rubric = re.search(r"<rubric>(.*?)</rubric>", user, re.S).group(1)
+    good = "evidence" in re.search(r"<response>(.*?)</response>", user, re.S).group(1)
+    first = "first" in re.search(r"<question>(.*?)</question>", user, re.S).group(1)
+    passed = {"Meta 3": True, "Is concise": True, "Meta 2": good and first}.get(rubric.split(":")[0], good)
+    return Reply(json.dumps({"score": int(passed)}))
+
+
+def turn(context: str, row: int) -> str:
+    if "<weaknesses>" in context:
+        which = "first" if row % 2 == 0 else "second"
+        return f"<think>A task.</think>\n<answer>The {which} new task: how do glaciers shape valleys?</answer>"
+    return f"<think>I know this.</think>\n<answer>{GOOD if row % 2 == 0 else SHORT}</answer>"
+
+
+def hote_cfg(tmp_path: Path, server: FakeOpenAI, steps: int) -> Config:
+    return Config.model_validate({
+        "run_dir": str(tmp_path / "run"), "llm": litellm_llm_config(tmp_path, server),
+        "evolve": {"modes": "no_tool", "dedup_cosine": 1.0},
+        "hote": {"steps": steps, "batch_size": 4, "group": 2, "proposer_group": 2, "combo_size": 3,
+                 "proposer_grpo_args": {"per_device_train_batch_size": 2}},
+        "train": {"preset": "cpu", "grpo_args": {"max_completion_length": 64, "learning_rate": 1e-3, "seed": 0,
+                                                 "per_device_train_batch_size": 8}}})
+
+
+def start(cfg: Config, dataset: Path, model: Path):
+    from rubricforge.training.hote import HoteRun
+
+    run = HoteRun(cfg, dataset, str(model))
+    run.build()
+    for trainer in (run.solver, run.proposer):
+        ScriptedPolicy(trainer.model, trainer.processing_class, turn)
+    return run
+
+
+def test_two_hote_steps_then_a_resume(tiny_model, tmp_path):
+    dataset = data(tmp_path)
+    with FakeOpenAI(responder=judge) as server:
+        run = start(hote_cfg(tmp_path, server, steps=2), dataset, tiny_model)
+        before = {n: p.detach().clone() for n, p in run.proposer.model.named_parameters()}
+        step1, step2 = run.train()
+        batch3 = run.batch(3)
+        state = json.loads((tmp_path / "run" / "hote" / "state.json").read_text())
+
+        # step 1: the B = 4 real tasks, every one in no-tool mode; rewards by hand
+        assert sorted(step1.real) == ["t0", "t1", "t2", "t3"] and step1.synthetic == []
+        assert set(step1.modes.values()) == {"no_tool"}
+        for values in step1.rewards.values():
+            assert values == pytest.approx([1.0, 0.5 / 1.5])
+        assert step1.proposer_rewards == []  # nothing proposed yet
+        assert step1.judge_calls == {"update": 4, "rubric": 16, "meta": 1}
+        # step 2: the 2 proposals of step 1 (persistent = the 5 kept meta rubrics) + 2 real tasks
+        assert step2.synthetic == ["syn1-1-1", "syn1-1-2"] and len(step2.real) == 2
+        logged = [json.loads(line) for line in (tmp_path / "run" / "hote" / "steps.jsonl").read_text().splitlines()]
+        assert [r["step"] for r in logged] == [1, 2] and logged[1]["synthetic"] == step2.synthetic
+        first, second = logged[1]["rewards"]["syn1-1-1"], logged[1]["rewards"]["syn1-1-2"]
+        assert first == pytest.approx([1.0, 0.2]) and second == pytest.approx([0.8, 0.2])
+        assert step2.proposer_rewards == pytest.approx([0.4, 0.3])  # Eq. 5 from step 2's judgments
+        assert step2.judge_calls == {"update": 4, "rubric": 2 * 2 * 5 + 2 * 2 * 2, "meta": 1}
+        assert "syn1-1-1" not in run.bank.tasks  # solved and rewarded: dropped from the bank
+        syn = run.bank.tasks["syn2-1-1"]  # step 2's proposal, to be solved at step 3
+        assert [(m.id, m.title) for m in syn.persistent] == [(f"m2-1-{i}", f"Meta {i}") for i in range(1, 6)]
+        assert syn.query == "The first new task: how do glaciers shape valleys?"
+        assert (tmp_path / "run" / "hote" / "solver" / "checkpoint-2").is_dir()
+        assert (tmp_path / "run" / "hote" / "proposer" / "checkpoint-1").is_dir()
+        # TRL trained on these rewards: the solver's group means, the proposer's one step (on step 1's proposals)
+        solver_logged = [h["reward"] for h in run.solver.state.log_history if "reward" in h]
+        assert solver_logged == pytest.approx([2 / 3, (2 / 3 + 2 / 3 + 0.6 + 0.5) / 4])
+        assert [h["reward"] for h in run.proposer.state.log_history if "reward" in h] == pytest.approx([0.35])
+        assert any(not torch.equal(before[n], p) for n, p in run.proposer.model.named_parameters())
+        assert state["step"] == 2 and [s["id"] for s in state["synthetic"]] == ["syn2-1-1", "syn2-1-2"]
+        assert len(state["generation"][1]) == 2  # the held proposer generation (completion ids)
+
+        # a new process on the same run directory resumes with identical inputs and runs step 3
+        resumed = start(hote_cfg(tmp_path, server, steps=3), dataset, tiny_model)
+        assert resumed.load() and resumed.step == 2
+        assert resumed.batch(3) == batch3 and resumed.bank.state_dict() == run.bank.state_dict()
+        (step3,) = resumed.train()
+    assert step3.step == 3 and step3.synthetic == ["syn2-1-1", "syn2-1-2"]
+    assert step3.proposer_rewards == pytest.approx([0.4, 0.3])  # the held step, rewarded at step 3
+    assert resumed.proposer.state.global_step == 2 and resumed.solver.state.global_step == 3
+    assert (tmp_path / "run" / "hote" / "solver" / "final" / "model.safetensors").is_file()
+
+
+@pytest.mark.slow
+def test_a_hybrid_hote_step_gives_tools_to_half_the_tasks(small_index_cfg, tiny_model, tmp_path):
+    """Step 2 of `evolve.modes=hote` with one no-tool step: the 2 real tasks split one tool / one no-tool, the
+    synthetic group has one mode (with N = 1 group, round(0.5) = 0 groups get tools); tool rows render the
+    search schema and call it over the real index; every response is scored."""
+    from training_fakes import scripted_turn
+
+    def hybrid_turn(context: str, row: int) -> str:
+        return turn(context, row) if "# Tools" not in context or "<weaknesses>" in context else scripted_turn(context, row)
+
+    with FakeOpenAI(responder=judge) as server:
+        data_cfg = hote_cfg(tmp_path, server, steps=2).model_dump(mode="json")
+        data_cfg["evolve"].update(modes="hote", no_tool_steps=1)
+        data_cfg["tools"] = {**small_index_cfg.tools.model_dump(mode="json"), "top_k": 2, "snippet_chars": 200}
+        data_cfg["corpus"] = small_index_cfg.corpus.model_dump(mode="json")
+        data_cfg["embedding"] = small_index_cfg.embedding.model_dump(mode="json")
+        from rubricforge.training.hote import HoteRun
+
+        run = HoteRun(Config.model_validate(data_cfg), data(tmp_path), str(tiny_model))
+        run.build()
+        prompts = []
+        for trainer in (run.solver, run.proposer):
+            policy = ScriptedPolicy(trainer.model, trainer.processing_class, hybrid_turn)
+            force = policy.turn
+            policy.turn = lambda context, row, force=force: prompts.append(context) or force(context, row)
+        step1, step2 = run.train()
+    assert set(step1.modes.values()) == {"no_tool"}
+    real_modes = sorted(step2.modes[t] for t in step2.real)
+    assert real_modes == ["no_tool", "tool"]  # round(0.5 x 2) real tasks with tools
+    assert len({step2.modes[t] for t in step2.synthetic}) == 1  # one proposer group, one mode
+    assert any('"name": "search"' in p and "<tool_response>" in p for p in prompts)  # a real search ran
+    assert all(v is not None for values in step2.rewards.values() for v in values)
