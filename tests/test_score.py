@@ -31,7 +31,7 @@ def test_scheduler_spec_case():
 def test_scheduler_avoids_the_least_consistent_seasoned_dimensions():
     pool = {f"d{i}": "x" for i in range(6)}
     s = DimensionScheduler(pool=pool)
-    for step in range(5):
+    for _ in range(5):
         for i in range(6):
             s.update([f"d{i}"], 0.1 * i, solver_reward=1.0)
     got = s.constraints(["d5"])
@@ -186,3 +186,16 @@ def test_citation_check(tmp_path):
     assert got == ["supported", "unsupported", None]
     assert valid_citation_ratio(got) == 0.5 and valid_citation_ratio(["unknown"]) is None
     assert "'page not found'" in server.requests[0]["messages"][-1]["content"]
+
+
+def test_train_score_cli_errors_are_one_line(tmp_path):
+    from support.cli import assert_user_error, cli
+
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps({"id": "a", "question": "q"}) + "\n")
+    # 4 writer rows + 2 evaluator rows do not split into 4 micro-batches of 1
+    assert_user_error(cli("train", "score", "--dataset", str(data), "--model", "m", "--preset", "cpu", "--set",
+                          "train.grpo_args={generation_batch_size: 4, per_device_train_batch_size: 1}"),
+                      "SCORE adds 2 evaluator rows", "generation_batch_size = per_device_train_batch_size")
+    assert_user_error(cli("train", "score", "--dataset", str(data), "--model", "m", "--preset", "cpu", "--set",
+                          "score.harness_role=nobody"), "nobody")

@@ -102,7 +102,7 @@ def test_two_score_steps_then_resume(small_index_cfg, tiny_model, tmp_path):
         cfg = score_cfg(small_index_cfg, tmp_path, server)
         run, steps = run_steps(cfg, tiny_model)
         calls_first = len(server.requests)
-    trainer, loop = run.trainer, run.hooks
+    trainer = run.trainer
     tok = trainer.processing_class
     assert run.note.startswith("SCORE: 2 assessments per step")
     assert calls_first == 2 * 2 * 2 + 1  # 2 steps x 2 queries x (search + scores), 1 harness call at t = M = 2
@@ -121,15 +121,12 @@ def test_two_score_steps_then_resume(small_index_cfg, tiny_model, tmp_path):
         qids = list(step["selection"])
         assert [c.strip() for c in completions] == [VALID if q == "ex-kubrick" else INVALID for q in qids]
         assert (batch["completion_mask"][4:].sum(1) > 0).all() and batch["ref_per_token_logps"].shape[0] == 6
+        assert batch["ref_per_token_logps"][4:][batch["completion_mask"][4:].bool()].isfinite().all()
         # R_s by hand: a = 1, one search >= tau_s = 1; s = 0.8 (cites) / 0.4; weights of the valid selection
         # 1 + 0.3 + 0.2 + 0.1 = 1.6, of the default rubric (invalid selection) 1.0
-        expected = []
-        for x in step["writer"]:
-            total = 1.6 if x["id"] == "ex-kubrick" else 1.0
-            expected.append(None)
-            assert ("insight (0.3)" in x["prompt"][-1]["content"]) == (x["id"] == "ex-kubrick")
-        answers = step["answers"]
+        answers, expected = step["answers"], [0.0] * 4
         for i, x in enumerate(step["writer"]):
+            assert ("insight (0.3)" in x["prompt"][-1]["content"]) == (x["id"] == "ex-kubrick")
             position = [j for j, y in enumerate(step["writer"]) if y["id"] == x["id"]].index(i)
             s = 0.8 if "directed the film" in answers[x["id"]][position] else 0.4
             expected[i] = 1 + (1.6 if x["id"] == "ex-kubrick" else 1.0) * s

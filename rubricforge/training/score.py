@@ -74,7 +74,6 @@ class ScoreLoop:
         s = cfg.score
         self.cfg, self.client, self.toolbox = cfg, client, toolbox
         self.judge = Judge(client, s.evaluator_role)
-        client.cfg.role(s.harness_role)  # an unknown role fails now, not at step M
         self.scheduler = DimensionScheduler()
         self.harness = Harness()
         self.baseline = EmaBaseline(s.ema_beta)
@@ -138,8 +137,10 @@ class ScoreLoop:
             rec.assessments[tid] = assessment
             rec.answers[tid] = [trajs[i].answer or "" for i in idx]
             weights = selections[tid].weights
+            if assessment is None:
+                continue  # the whole group unscored
             for n, i in enumerate(idx):
-                scores = assessment.scores[n] if assessment is not None else None
+                scores = assessment.scores[n]
                 if scores is None:
                     continue
                 valid = format_reward(trajs[i]).components["answer"]  # a(r): a closed, non-empty <answer>
@@ -191,7 +192,7 @@ class ScoreLoop:
         metrics = {"score/r_eval": r_eval if r_eval is not None else float("nan"), "score/advantage_e": advantage,
                    "score/baseline": self.baseline.value, "score/invalid_selections": float(len(rec.invalid)),
                    "score/verifier_zeroed": float(rec.zeroed),
-                   "score/evaluator_searches": stats["search_calls"] if depths else float("nan"),
+                   "score/evaluator_searches": statistics.fmean(depths) if depths else float("nan"),
                    "score/judge_calls": float(sum(a.calls for a in rec.assessments.values() if a is not None)
                                               + (refreshed is not None))}
         return advantages, metrics
@@ -223,7 +224,7 @@ class ScoreLoop:
 
 # ---------------------------------------------------------------- the trainer
 
-def _pad(rows: Sequence[Any], value: float, side: str) -> Any:
+def _pad(rows: Sequence[Any], value: int, side: str) -> Any:
     import torch
     from trl.trainer.utils import pad
 
@@ -359,6 +360,8 @@ def build_score(cfg: Config, dataset: str | Path, model: str) -> Any:
     from rubricforge.training.grpo import GRPORun, grpo_args, trl_config
     from rubricforge.training.model import load_tokenizer
 
+    for role in (cfg.score.evaluator_role, cfg.score.harness_role):
+        cfg.llm.role(role)  # an unknown role fails now, not at step 1 or M
     rows = training_rows(dataset, [])
     args = trl_config(GRPOConfig, grpo_args(cfg, "score", beta=cfg.score.kl, temperature=cfg.score.temperature))
     prompts = args.generation_batch_size // args.num_generations
