@@ -21,5 +21,8 @@ MindDR App. 8.3 (RACE)      :func:`.race.score_judgement`
 MindDR Eqs. 10, 11, 12      :func:`.report_rules.report_citation_reward`, :func:`.report_rules.report_format_reward`,
                             :func:`.report_rules.report_reward`
 MindDR App. 8.4             :func:`.tense.find_tense_candidates`, :func:`.tense_check.detect_tense_errors`
+SCORE §3.5, Alg. 1 l.23     :func:`.score.report_reward`, :func:`.score.verified`
+SCORE Alg. 2, App. E        :func:`.score.pairwise_consistency`, :class:`.score.EmaBaseline`
+SCORE Listings 1, 4         :func:`.score.check_citations`, :func:`.score.assess`
 ==========================  =======================================================
 """
