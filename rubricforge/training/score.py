@@ -268,7 +268,7 @@ def score_trainer(loop: ScoreLoop, *args: Any, **kwargs: Any) -> Any:
             tok = self.processing_class
             prompt_ids = [tok.apply_chat_template(prompts[t], add_generation_prompt=True, tokenize=True,
                                                   return_dict=False) for t in ids]
-            completion_ids, _ = self._generate_single_turn(prompt_ids, None, {}, 1)
+            completion_ids, logprobs = self._generate_single_turn(prompt_ids, None, {}, 1)
             texts = tok.batch_decode(completion_ids, skip_special_tokens=True)
             out = super()._generate_and_score_completions(loop.condition(inputs, dict(zip(ids, texts, strict=True))))
             advantages, metrics = loop.finish(self, ids)
@@ -276,7 +276,7 @@ def score_trainer(loop: ScoreLoop, *args: Any, **kwargs: Any) -> Any:
                 self._metrics["train"][key].append(value)
             self._metrics["train"]["score/writer_rows"].append(float(len(inputs)))
             self._metrics["train"]["score/evaluator_rows"].append(float(len(ids)))
-            return self._with_evaluator_rows(out, prompt_ids, completion_ids, advantages)
+            return self._with_evaluator_rows(out, prompt_ids, completion_ids, logprobs, advantages)
 
         def _get_train_sampler(self, dataset=None):
             """TRL's sampler, its shuffle seeded per epoch (seed + epoch): a resumed run draws the same queries
@@ -286,7 +286,7 @@ def score_trainer(loop: ScoreLoop, *args: Any, **kwargs: Any) -> Any:
                 sampler.set_epoch = lambda epoch: sampler.generator.manual_seed(sampler.seed + epoch)
             return sampler
 
-        def _with_evaluator_rows(self, out, prompt_ids, completion_ids, advantages):
+        def _with_evaluator_rows(self, out, prompt_ids, completion_ids, logprobs, advantages):
             """The generation batch plus one row per selection sample (advantage α·Â_e)."""
             device = out["prompt_ids"].device
             p_ids = _pad(prompt_ids, self._tokenizer.pad_token_id, "left").to(device)
@@ -312,9 +312,10 @@ def score_trainer(loop: ScoreLoop, *args: Any, **kwargs: Any) -> Any:
                                         "train without peft_config, or set score.kl=0")
                     extra["ref_per_token_logps"] = self._get_per_token_logps_and_entropies(
                         self.ref_model, ids, mask, c_ids.size(1), batch_size=self.args.per_device_train_batch_size)[0]
-            if "sampling_per_token_logps" in out:  # vLLM: treat the selection as sampled from the current weights
-                extra["sampling_per_token_logps"] = extra.get("old_per_token_logps", torch.zeros_like(c_mask, dtype=torch.float))
-            if "importance_sampling_ratio" in out:
+            if "sampling_per_token_logps" in out:  # vLLM's log-probs of the selection tokens
+                extra["sampling_per_token_logps"] = _pad([[float("nan") if x is None else x for x in row]
+                                                          for row in logprobs], 0, "right").to(device)
+            if "importance_sampling_ratio" in out:  # no correction for the short selections: ratio 1
                 ratio = out["importance_sampling_ratio"]
                 extra["importance_sampling_ratio"] = torch.ones(len(prompt_ids), ratio.size(1) if ratio.size(1) == 1
                                                                 else c_ids.size(1), device=device)
