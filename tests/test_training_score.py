@@ -61,14 +61,16 @@ def score_cfg(small_index_cfg, tmp_path, server) -> Config:
     return Config.model_validate(data)
 
 
-def run_steps(cfg, tiny_model, resume_from=None):
+def run_steps(cfg, tiny_model, resume_from=None, policy=turn, before=None):
     """Train; returns the run and, per step: the selection prompts, the writer prompts, the baseline b_{t-1} the
     step started from, the rewards R_s, and the generation batch handed to TRL's loss."""
     from rubricforge.training.score import build_score
 
     run = build_score(cfg, DATA, str(tiny_model))
     trainer, loop = run.trainer, run.hooks
-    ScriptedPolicy(trainer.model, trainer.processing_class, turn)
+    if before is not None:
+        before(trainer)
+    ScriptedPolicy(trainer.model, trainer.processing_class, policy)
     steps: list[dict] = []
     prompts, condition, rewards = loop.selection_prompts, loop.condition, loop.rewards
     generate_and_score = trainer._generate_and_score_completions
@@ -159,3 +161,30 @@ def test_two_score_steps_then_resume(small_index_cfg, tiny_model, tmp_path):
     assert step2["harness"] == steps[1]["harness"]
     assert [x["prompt"] for x in step2["writer"]] == [x["prompt"] for x in steps[1]["writer"]]
     assert step2["rewards"] == pytest.approx(steps[1]["rewards"])
+
+
+def test_the_evaluator_update_raises_a_rewarded_selection(small_index_cfg, tiny_model, tmp_path):
+    """Spec S-6's sign check: every writer rollout identical (zero writer advantage, KL 0 at step 1), so the only
+    gradient is the evaluator's: the valid Kubrick selection has Â_e = C = 1 > 0 and becomes more likely."""
+    import torch
+
+    def same_reports(context: str, row: int) -> str:
+        return turn(context, row) if "Dimension pool:" in context else scripted_turn(context, 1)
+
+    with FakeOpenAI(responder=judge) as server:
+        cfg = score_cfg(small_index_cfg, tmp_path, server)
+        data = cfg.model_dump(mode="json")
+        data["train"]["grpo_args"].update(max_steps=1, save_strategy="no", learning_rate=1e-2)
+        run, (step,) = run_steps(Config.model_validate(data), tiny_model, policy=same_reports)
+    batch, trainer = step["batch"], run.trainer
+    assert batch["advantages"][:4].abs().max() == 0
+    row = 4 + list(step["selection"]).index("ex-kubrick")
+    assert batch["advantages"][row] == pytest.approx(1.0)  # C = 1 (identical conclusions) - b_0
+    ids = torch.cat([batch["prompt_ids"][row:row + 1], batch["completion_ids"][row:row + 1]], dim=1)
+    mask = torch.cat([batch["prompt_mask"][row:row + 1], batch["completion_mask"][row:row + 1]], dim=1)
+    width = batch["completion_ids"].size(1)
+    with torch.no_grad():
+        after = trainer._get_per_token_logps_and_entropies(trainer.model, ids, mask, width, batch_size=1)[0][0]
+    tokens = batch["completion_mask"][row].bool()
+    # the reference model is the policy before the step
+    assert after[tokens].sum() > batch["ref_per_token_logps"][row][tokens].sum()
