@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 
+from rubricforge.extras import needs
 from rubricforge.llm.structured import TextAnswer
 from rubricforge.rewards.judging import PROMPTS, Judge
 
@@ -69,7 +70,8 @@ def pairwise_consistency(conclusions: Sequence[str]) -> float | None:
     """SCORE §3.5 / Alg. 2 l.6 / App. E: C_i = (2 / (K(K−1))) Σ_{a<b} cos(tfidf(c_a), tfidf(c_b)), TF-IDF fitted on
     the K conclusions of the query (scikit-learn defaults; character 2–3-grams for CJK text). None when fewer than
     two conclusions are non-empty."""
-    from sklearn.feature_extraction.text import TfidfVectorizer
+    with needs("train"):
+        from sklearn.feature_extraction.text import TfidfVectorizer
 
     texts = [c for c in conclusions if c.strip()]
     if len(texts) < 2:
