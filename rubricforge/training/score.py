@@ -225,23 +225,24 @@ class ScoreLoop:
 # ---------------------------------------------------------------- the trainer
 
 def _pad(rows: Sequence[Any], value: int, side: str) -> Any:
-    import torch
-    from trl.trainer.utils import pad
+    with needs("train"):
+        import torch
+        from trl.trainer.utils import pad
 
     return pad([torch.as_tensor(r) for r in rows], padding_value=value, padding_side=side)
 
 
 def _stack(a: Any, b: Any, value: float, side: str) -> Any:
     """Rows of ``a`` then ``b`` (2-D), the narrower padded on ``side``."""
-    import torch.nn.functional as F
+    with needs("train"):
+        import torch
+        import torch.nn.functional as F
 
     width = max(a.size(1), b.size(1))
 
     def widen(t: Any) -> Any:
         extra = width - t.size(1)
         return F.pad(t, (extra, 0) if side == "left" else (0, extra), value=value) if extra else t
-
-    import torch
 
     return torch.cat([widen(a), widen(b.to(a.device, a.dtype))], dim=0)
 
