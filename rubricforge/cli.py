@@ -428,6 +428,28 @@ def train_hote(
     _console().print(f"trained {len(records)} HOTE steps (now at step {run.step}) -> {run.dir}")
 
 
+@train_app.command("score")
+def train_score(
+    dataset: DatasetOpt,
+    model: ModelOpt,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    preset: Annotated[Optional[str], typer.Option(help="paper (App. B Table 5) | small-gpu | cpu (train.preset).")] = None,
+    output_dir: OutputOpt = None,
+    resume_from: Annotated[Optional[Path], typer.Option(help="A checkpoint-N folder to resume from (policy, "
+                                                              "dimension scheduler, harness, EMA baseline).")] = None,
+) -> None:
+    """SCORE self-play: one policy writes reports and selects the rubric they are judged by (KL 0.05)."""
+    from rubricforge.training.score import build_score
+
+    cfg = _config(config, set_, **{"train.preset": preset, "train.output_dir": output_dir})
+    run = build_score(cfg, dataset, model)
+    _console().print(run.note)
+    metrics = run.train(resume_from)
+    _console().print(f"trained {run.trainer.state.global_step} steps; last reward {_fmt(metrics.get('reward'))}, "
+                     f"R_eval {_fmt(metrics.get('score/r_eval'))} -> {run.output_dir}")
+
+
 @train_app.command("from-gguf")
 def train_from_gguf(
     out: Annotated[Path, typer.Option("--out", help="Folder for the transformers model (written once).")],

@@ -302,6 +302,19 @@ class HoteConfig(Section):
     def combinations(self) -> int:
         """N = B / (2 G') proposer groups per step (spec H-5)."""
         return self.batch_size // (2 * self.proposer_group)
+class ScoreConfig(Section):
+    """SCORE self-play (``train score``, score-self-evolving-evaluator.txt §3, Algs. 1–2; App. G Table 2 constants)."""
+
+    evaluator_role: str = "judge"  # the model that assesses the reports (Listing 4 stages 2-4)
+    harness_role: str = "verifier"  # the fixed external meta-harness (Listing 3; GPT-5.2 in the paper)
+    harness_every: int = Field(5, ge=1)  # M: the harness is regenerated when t mod M = 0
+    ema_beta: float = Field(0.7, ge=0, lt=1)  # β of the evaluator's EMA baseline
+    alpha: float = Field(1.0, ge=0)  # α: the evaluator update's scale against the writer's
+    kl: float = Field(0.05, ge=0)  # λ: k3 KL to the reference policy in the actor loss (GRPOConfig beta)
+    temperature: float = Field(0.8, gt=0)  # sampling temperature of both roles (the paper's evaluator's)
+    verifier_mode: Literal["zero", "drop"] = "zero"  # depth < τ_s: reward 0 (paper) or unscored
+    max_search_turns: int = Field(6, ge=1)  # evaluator turns per assessment (the last must score)
+    report_words: int = Field(900, ge=50)  # each report is cut to this many words for the evaluator
 
 
 class QualityConfig(Section):
@@ -334,6 +347,7 @@ class Config(Section):
     train: TrainConfig = Field(default_factory=TrainConfig)
     evolve: EvolveConfig = Field(default_factory=EvolveConfig)
     hote: HoteConfig = Field(default_factory=HoteConfig)
+    score: ScoreConfig = Field(default_factory=ScoreConfig)
     quality: QualityConfig = Field(default_factory=QualityConfig)
 
     def index_dir(self) -> Path:

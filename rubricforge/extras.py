@@ -22,7 +22,7 @@ EXTRAS = {  # extra -> the feature it installs
     "data": "datasets and the knowledge graph (Hugging Face datasets, pyarrow, networkx)",
     "flows": "Prefect flows and Dask runners",
     "server": "the HTTP corpus server (FastAPI, uvicorn)",
-    "train": "TRL training (trl, transformers, datasets, torch)",
+    "train": "TRL training (trl, transformers, datasets, torch, scikit-learn)",
     "gguf": "the embedded GGUF model as a trainable transformers policy (gguf)",
     "audit": "judge audits (scipy, scikit-learn)",
     "openvino": "the OpenVINO embedding backend (openvino; onnx for the local export of the packaged model)",

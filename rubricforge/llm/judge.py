@@ -73,8 +73,12 @@ class Judge:
 
     async def ask(self, prompt: str, output: type[T], *, stage: str, seed: int | None = None,
                   **variables: object) -> T | None:
-        result = await self.client.generate(self.role, self.prompts.messages(prompt, **variables), output=output,
-                                            stage=stage, seed=seed)
+        return await self.ask_messages(self.prompts.messages(prompt, **variables), output, stage=stage, seed=seed)
+
+    async def ask_messages(self, messages: list[dict[str, str]], output: type[T], *, stage: str,
+                           seed: int | None = None) -> T | None:
+        """:meth:`ask` with the messages given (a multi-turn judge, e.g. one that searches between turns)."""
+        result = await self.client.generate(self.role, messages, output=output, stage=stage, seed=seed)
         with self._lock:
             self.calls[stage] += 1
             if not result.ok:

@@ -23,5 +23,8 @@ MindDR Eqs. 10, 11, 12      :func:`.report_rules.report_citation_reward`, :func:
 MindDR App. 8.4             :func:`.tense.find_tense_candidates`, :func:`.tense_check.detect_tense_errors`
 HOTE Eq. 2                  :func:`.hote.hote_reward` (binary judge per rubric)
 HOTE Eq. 5                  :func:`.hote.proposer_reward`
+SCORE §3.5, Alg. 1 l.23     :func:`.score.report_reward`, :func:`.score.verified`
+SCORE Alg. 2, App. E        :func:`.score.pairwise_consistency`, :class:`.score.EmaBaseline`
+SCORE Listings 1, 4         :func:`.score.check_citations`, :func:`.score.assess`
 ==========================  =======================================================
 """

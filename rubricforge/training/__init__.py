@@ -1,6 +1,7 @@
 """TRL integration (DeepRubric §3.3, §4.1 "Tool environment", App. B, App. D; MindDR §5.4).
 
 * :mod:`~rubricforge.training.grpo` — ``rubricforge train grpo``: GRPOTrainer with tool-using rollouts;
+* :mod:`~rubricforge.training.score` — ``rubricforge train score``: SCORE's shared writer / evaluator self-play;
 * :mod:`~rubricforge.training.environment` — the per-rollout search / browse / scholar environment;
 * :mod:`~rubricforge.training.rewards` — the reward function handed to TRL, with per-step metrics;
 * :mod:`~rubricforge.training.presets` — the paper's and a small GPU's hyperparameters, loss types;

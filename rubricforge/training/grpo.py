@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from rubricforge.config import Config
 from rubricforge.corpora.tools import ToolBox
@@ -31,12 +31,13 @@ def output_dir(cfg: Config, stage: str) -> Path:
     return Path(cfg.train.output_dir) if cfg.train.output_dir else Path(cfg.run_dir) / "train" / stage
 
 
-def grpo_args(cfg: Config) -> dict[str, Any]:
-    """``GRPOConfig`` keyword arguments: preset < loss type < generation backend < ``train.grpo_args``."""
+def grpo_args(cfg: Config, stage: str = "grpo", **method: Any) -> dict[str, Any]:
+    """``GRPOConfig`` keyword arguments: preset < loss type < generation backend < ``method`` (a training method's
+    own constants, e.g. SCORE's KL) < ``train.grpo_args``."""
     t = cfg.train
     args = {**preset_args(t.preset, t.loss), **generation_args(t.generation, t.vllm_server_url),
             "max_tool_calling_iterations": t.max_tool_turns, "logging_steps": 1,
-            "output_dir": str(output_dir(cfg, "grpo")), **t.grpo_args}
+            "output_dir": str(output_dir(cfg, stage)), **method, **t.grpo_args}
     if args.get("bf16") and "model_init_kwargs" not in args:
         args["model_init_kwargs"] = {"dtype": "bfloat16"}
     require_gpu(args, f"preset '{t.preset}'", "run on a GPU machine, or use --preset cpu for a CPU smoke run")
@@ -52,6 +53,12 @@ def trl_config(cls: type, args: dict[str, Any]) -> Any:
                         "fix train.grpo_args / train.sft_args (see TRL's documentation of the field)") from None
 
 
+class StepState(Protocol):
+    """Per-step training state that a checkpoint carries (adaptive hooks, SCORE's loop)."""
+
+    def load(self, path: str | Path) -> None: ...
+
+
 @dataclass
 class GRPORun:
     """A built trainer and what it holds open; :meth:`train` runs it, saves the policy and closes the rest."""
@@ -60,7 +67,7 @@ class GRPORun:
     toolbox: ToolBox | None  # None for a trainer without tools (the rubric generator)
     client: Any
     output_dir: Path
-    hooks: StepHooks | None = None  # None: no adaptive state (the rubric generator)
+    hooks: StepState | None = None  # None: no per-step state (the rubric generator)
     note: str = ""  # what the run costs beyond the policy (judge calls per step of an evolving bank)
 
     def train(self, resume_from: str | Path | None = None) -> dict[str, float]:
