@@ -90,6 +90,10 @@ def build(
     race_rubrics: Annotated[Optional[Path], typer.Option(help="--source report: RACE rubrics per query (e.g. DRB's "
                                                               "criteria.jsonl); others are generated.")] = None,
     limit: Annotated[Optional[int], typer.Option(help="--source report: only the first N queries.")] = None,
+    form: Annotated[str, typer.Option(help="--source report: short (App. 8.2 reference report) | long (a teacher "
+                                           "trajectory with the tools: report, retrieval data, outline) | both.")] = "short",
+    tool_budget: Annotated[int, typer.Option(help="--source report --form long: tool calls per teacher trajectory "
+                                                  "(MaMs C.5, default 10).")] = 10,
 ) -> None:
     """Build the evidence-tree query–rubric dataset, with --source kg the knowledge-graph multi-hop one, or with
     --source report Report-RL rows (RACE rubrics + reference report) for --queries (resumable: run it again).
@@ -106,10 +110,13 @@ def build(
 
         if queries is None:
             raise UserError("--source report needs --queries", "pass a JSONL of {id, query}")
-        r = build_report_data(cfg, queries, race_rubrics, limit, progress=not quiet)
+        from rubricforge.training.mams import MamsConfig
+
+        forms = ("short", "long") if form == "both" else (form,)
+        r = build_report_data(cfg, queries, race_rubrics, limit, progress=not quiet, forms=forms,
+                              mams=MamsConfig(tool_budget=tool_budget))
         failed = ", ".join(f"{k} {v}" for k, v in r.failed.items()) or "none"
-        _console().print(f"{r.rows} of {r.queries} queries with RACE rubrics and a reference report "
-                         f"(failed: {failed}) -> {r.out}")
+        _console().print(f"{r.rows} {'/'.join(forms)}-form rows for {r.queries} queries (failed: {failed}) -> {r.out}")
         return
     from rubricforge.flows import local
     from rubricforge.jobs.kg import kg_config
@@ -459,12 +466,12 @@ def train_from_gguf(
     set_: SetOpt = None,
 ) -> None:
     """Turn a GGUF model into a trainable transformers folder (a policy for `train grpo` on CPU)."""
-    from rubricforge.training.model import gguf_to_transformers
+    from rubricforge.training.model import EMBEDDED_POLICY, gguf_to_transformers
 
     if gguf is None:
         from rubricforge.llm.local_model import ensure_model
 
-        gguf = ensure_model(_config(config, set_).llm.model_dir)
+        gguf = ensure_model(_config(config, set_).llm.model_dir, EMBEDDED_POLICY)
     elif not gguf.is_file():
         raise UserError(f"GGUF file {gguf} not found",
                         "pass --gguf PATH to a .gguf file, or leave it out for the embedded model")

@@ -341,3 +341,18 @@ def test_from_gguf_names_a_missing_file():
     from support.cli import assert_user_error, cli
 
     assert_user_error(cli("train", "from-gguf", "--out", "x", "--gguf", "no-such.gguf"), "no-such.gguf", "--gguf")
+
+
+def test_from_gguf_converts_the_embedded_0_5b_model_by_default(monkeypatch, tmp_path):
+    """Not the LLM roles' default model (the 1.5B): the help and README promise the 0.5B policy."""
+    from typer.testing import CliRunner
+
+    from rubricforge.cli import app
+
+    asked: list[str] = []
+    monkeypatch.setattr("rubricforge.llm.local_model.ensure_model",
+                        lambda model_dir, name: asked.append(name) or tmp_path / f"{name}.gguf")
+    monkeypatch.setattr("rubricforge.training.model.gguf_to_transformers", lambda gguf, out: out)
+    res = CliRunner().invoke(app, ["train", "from-gguf", "--out", str(tmp_path / "policy")])
+    assert res.exit_code == 0, res.output
+    assert asked == ["qwen2.5-coder-0.5b-instruct-q4"]

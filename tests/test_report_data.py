@@ -1,21 +1,28 @@
-"""`rubricforge build --source report` (MindDR §4.6, App. 8.1–8.2; spec M-1): short-form Report-RL rows that the
-existing Report-RL rewards can read; the generator is the scripted server of :mod:`pref_fakes`."""
+"""`rubricforge build --source report` (MindDR §4.6, App. 8.1–8.2; spec M-1): short- and long-form Report-RL rows
+that the existing Report-RL rewards can read; the generator is a scripted server (:mod:`pref_fakes`), the long
+form's teacher trajectory searches a real index."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+from typing import Any
+
 import pytest
 import yaml
-from llm_fakes import FakeOpenAI, litellm_llm_config
+from conftest import derive
+from llm_fakes import FakeOpenAI, Reply, litellm_llm_config
 from pref_fakes import report_writer
 from typer.testing import CliRunner
 
 from rubricforge.cli import app
+from rubricforge.config import Config
+from rubricforge.jobs.report_data import build_report_data, cut_tokens, outline_of
 from rubricforge.rewards.scorer import check_columns
 from rubricforge.rubric_gen.rubric_sets import read_race_file
 from rubricforge.schema import RaceRubrics
+from rubricforge.training.mams import MamsConfig
 
 DRB_CRITERIA = Path(__file__).parent / "data" / "prefs" / "drb_criteria_sample.jsonl"
 
@@ -32,7 +39,7 @@ def test_report_rows_have_what_the_report_reward_reads(tmp_path):
         args = ["build", "--source", "report", "--queries", str(queries), "-c", str(config), "-q"]
         res = CliRunner().invoke(app, args)
         assert res.exit_code == 0, res.output
-        assert "2 of 3 queries with RACE rubrics and a reference report (failed: race_rubrics 1)" in res.output
+        assert "2 short-form rows for 3 queries (failed: race_rubrics 1)" in res.output
         reference_prompt = next(r for r in server.requests if "considering the following dimensions" in json.dumps(r))
     rows = [json.loads(line) for line in (tmp_path / "run" / "report" / "data.jsonl").read_text().splitlines()]
     check_columns(rows, ["report"], "report data")
@@ -51,3 +58,58 @@ def test_drb_criteria_with_extra_keys_load():
     rubrics = read_race_file(DRB_CRITERIA)  # criteria with aspect / comment / rationale_for_weight keys
     assert len(rubrics) == 3
     assert all(sum(r.dimension_weight.values()) == pytest.approx(1, abs=1e-6) for r in rubrics.values())
+
+
+def teacher(fail_report: list[bool]) -> Any:
+    """The generator as RACE rubric writer (``report_writer``) and as the three MaMs agents of a teacher
+    trajectory: one search call, then an answer; the report agent fails (HTTP 400) while ``fail_report[0]``."""
+    def respond(body: dict[str, Any]) -> Reply:
+        system = str(body["messages"][0]["content"])
+        if "Plan-Execute-Observe" in system:  # search agent (C.4 / C.5)
+            first = "Remaining tool call chances: 3." in str(body["messages"][1]["content"])
+            return Reply('<plan>- [ ] the making</plan>\n<tool_call>{"name": "search", "arguments": {"query": '
+                         '["2001: A Space Odyssey Kubrick"]}}</tool_call>' if first else "<plan>- [x]</plan><answer>done</answer>")
+        if "long-term memory" in system:  # state agent (C.6)
+            return Reply("<memory>1968 film by Stanley Kubrick, co-written with Arthur C. Clarke.</memory>")
+        if "structured analysis report" in system:  # report agent (C.8)
+            if fail_report[0]:
+                return Reply(status=400, error="bad request")
+            return Reply("<report># 2001: A Space Odyssey\n\n## Making\n\nKubrick directed it<sup>[1]</sup>.\n\n"
+                         "## Reception\n\nIt shaped science fiction.\n\n## References\n\n1. Wikipedia</report>")
+        return report_writer(body)
+
+    return respond
+
+
+def test_long_form_row_is_a_teacher_trajectory_with_its_retrieval_data(small_index_cfg, tmp_path):
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text(json.dumps({"id": "drb-1", "query": "How was the 1968 Kubrick film made?"}) + "\n")
+    fail_report = [True]
+    with FakeOpenAI(responder=teacher(fail_report)) as server:
+        data = derive(small_index_cfg, "tools.top_k=2").model_dump(mode="json")
+        cfg = Config.model_validate({**data, "run_dir": str(tmp_path / "run"),
+                                     "llm": {**data["llm"], **litellm_llm_config(tmp_path, server, max_retries=0)}})
+        failed = build_report_data(cfg, queries, forms=("long",), mams=MamsConfig(tool_budget=3), progress=False)
+        assert (failed.rows, failed.failed) == (0, {"teacher_trajectory": 1})  # a failed call is no shorter report
+        fail_report[0] = False
+        done = build_report_data(cfg, queries, forms=("long", "short"), mams=MamsConfig(tool_budget=3), progress=False)
+    assert (done.rows, done.failed) == (2, {})
+    rows = [json.loads(line) for line in (tmp_path / "run" / "report" / "data.jsonl").read_text().splitlines()]
+    check_columns(rows, ["report"], "report data")
+    long, short = rows
+    assert (long["form"], short["form"], long["id"], long["tool_calls"]) == ("long", "short", "drb-1", 1)
+    assert long["race_rubrics"] == short["race_rubrics"]  # one rubric for both forms (§4.6)
+    assert long["reference_report"].startswith("# 2001: A Space Odyssey\n\n## Making")
+    assert long["outline"] == "# 2001: A Space Odyssey\n## Making\n## Reception\n## References"
+    assert long["retrieval_data"].count("<snippet id=") == 2 and "Kubrick" in long["retrieval_data"]  # the real index
+    user = long["prompt"][1]["content"]
+    assert user.startswith("Based on the following user QUERY, the retrieved information and the outline, write a "
+                           "report. User Query: How was the 1968 Kubrick film made?.")
+    assert long["retrieval_data"] in user and "## Reception" in user
+    assert long["prompt"][0]["content"].startswith("You are a professional report generation agent")
+
+
+def test_retrieval_data_is_cut_at_a_paragraph_within_the_budget():
+    text = "a" * 30 + "\n\n" + "b" * 30
+    assert cut_tokens(text, 10) == "a" * 30 and cut_tokens(text, 100) == text
+    assert outline_of("intro\n# Title\ntext #not\n### Sub part\n#nospace") == "# Title\n### Sub part"

@@ -9,6 +9,6 @@
 * :mod:`~rubricforge.training.rollouts`, :mod:`~rubricforge.training.sft`, :mod:`~rubricforge.training.dpo` —
   sampling trajectories, the cold-start SFT stage, preference pairs.
 
-Nothing here is imported by the rest of the package; torch, transformers, trl and datasets are imported
-inside functions.
+Only the CLI and ``jobs.report_data`` (the long form's MaMs teacher trajectory) import from here; torch,
+transformers, trl and datasets are imported inside functions.
 """

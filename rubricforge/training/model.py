@@ -17,6 +17,7 @@ from rubricforge.extras import install_hint, needs
 TEMPLATE_FIX = ("use a model whose chat template TRL can parse (Qwen2.5, Qwen3, Llama 3.1), set "
                 "train.chat_template=qwen2.5 (or qwen3, or a .jinja file), or set the tokenizer's response_template")
 KNOWN_TEMPLATES = {"qwen2.5": "qwen2_5_chat_template", "qwen3": "qwen3_chat_template"}
+EMBEDDED_POLICY = "qwen2.5-coder-0.5b-instruct-q4"  # the packaged GGUF `train from-gguf` converts by default
 
 
 def load_tokenizer(model: str, chat_template: str | None = None, tools: bool = True) -> Any:
