@@ -62,8 +62,28 @@ def config(args: argparse.Namespace, work: Path) -> Config:
         "evolve": {"rubrics": "evolving", "modes": "hote", "no_tool_steps": 1, "tool_share": 1.0}})
 
 
-def instrument(trainer: Any, steps: list[dict[str, Any]]) -> None:
-    """Time generation and rewards of each step and count the tool calls in its completions."""
+HEADER = (f"{'step':>4} {'mode':>7} {'s/step':>7} {'gen s':>6} {'rew s':>6} {'rest s':>6} {'tokens':>6} {'tok/s':>6} "
+          f"{'peakGB':>6} {'calls':>5} {'parsed':>6} {'+pos':>4} {'+neg':>4} {'active':>6} {'reward':>6} "
+          f"{'r_pers':>6} {'r_act':>6}")
+
+
+def _f(v: Any, spec: str = ".2f") -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def line(r: dict[str, Any]) -> str:
+    rest = r["seconds"] - r.get("generation_s", 0) - r.get("rewards_s", 0)
+    share = r["parsed"] / r["tool_calls"] if r.get("tool_calls") else None
+    return (f"{r['step']:>4} {r.get('mode', '?'):>7} {r['seconds']:>7.1f} {_f(r.get('generation_s'), '.1f'):>6} "
+            f"{_f(r.get('rewards_s'), '.1f'):>6} {rest:>6.1f} {r['tokens']:>6.0f} {_f(r['tok_per_s']):>6} "
+            f"{r['peak_rss_gb']:>6.2f} {r.get('tool_calls', 0):>5} {_f(share):>6} {_f(r['new_pos'], '.0f'):>4} "
+            f"{_f(r['new_neg'], '.0f'):>4} {_f(r['active'], '.1f'):>6} {_f(r['reward'], '.3f'):>6} "
+            f"{_f(r['r_persistent'], '.3f'):>6} {_f(r['r_active'], '.3f'):>6}")
+
+
+def instrument(trainer: Any, steps: list[dict[str, Any]], out: Path | None) -> None:
+    """Time generation and rewards of each step, count the tool calls in its completions, and print the step's
+    row (and rewrite ``out``) as soon as TRL logs it, so a run cut short keeps its finished steps."""
     from transformers import TrainerCallback
 
     current: dict[str, Any] = {}
@@ -71,18 +91,18 @@ def instrument(trainer: Any, steps: list[dict[str, Any]]) -> None:
 
     def timed_generate(*a: Any, **kw: Any) -> Any:
         t = time.perf_counter()
-        out = generate(*a, **kw)
+        result = generate(*a, **kw)
         current["generation_s"] = current.get("generation_s", 0.0) + time.perf_counter() - t
-        return out
+        return result
 
     def timed_rewards(inputs: Any, prompts: Any, completions: Any, ids: Any) -> Any:
         calls = [c for comp in completions for c in parse_trajectory(comp).tool_calls]
         current.update(mode=inputs[0].get("environment", "tool"), tool_calls=len(calls),
                        parsed=sum(c.valid for c in calls))
         t = time.perf_counter()
-        out = rewards(inputs, prompts, completions, ids)
+        result = rewards(inputs, prompts, completions, ids)
         current["rewards_s"] = current.get("rewards_s", 0.0) + time.perf_counter() - t
-        return out
+        return result
 
     class Clock(TrainerCallback):
         def on_step_begin(self, args, state, control, **kw):
@@ -90,8 +110,22 @@ def instrument(trainer: Any, steps: list[dict[str, Any]]) -> None:
             current["t0"] = time.perf_counter()
 
         def on_step_end(self, args, state, control, **kw):
-            steps.append({**current, "step": state.global_step, "seconds": time.perf_counter() - current.pop("t0"),
-                          "peak_rss_gb": peak_rss_gb()})
+            current.update(step=state.global_step, seconds=time.perf_counter() - current.pop("t0"),
+                           peak_rss_gb=peak_rss_gb())
+
+        def on_log(self, args, state, control, logs=None, **kw):
+            if not logs or "reward" not in logs or "seconds" not in current:
+                return
+            row = {**current, **{k: logs.get(v) for k, v in METRICS.items()}}
+            row["tokens"] = (row["gen_len"] or 0) * trainer.num_generations
+            row["tok_per_s"] = row["tokens"] / row["generation_s"] if row.get("generation_s") else None
+            steps.append(row)
+            if len(steps) == 1:
+                print(HEADER)
+            print(line(row), flush=True)
+            if out is not None:
+                out.parent.mkdir(parents=True, exist_ok=True)
+                out.write_text(json.dumps(steps, indent=1), encoding="utf-8")
 
     trainer._generate, trainer._calculate_rewards = timed_generate, timed_rewards
     trainer.add_callback(Clock())
@@ -109,7 +143,7 @@ def main() -> None:
     p.add_argument("--top-k", type=int, default=3)
     p.add_argument("--index-dir", help="default: the default corpus index")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", help="write the per-step rows here")
+    p.add_argument("--json", help="write the per-step rows here (after every step)")
     args = p.parse_args()
     work = Path(args.work)
     cfg = config(args, work)
@@ -121,38 +155,15 @@ def main() -> None:
     run = build_grpo(cfg, args.dataset, str(policy))
     print(f"trainer built in {time.perf_counter() - t:.0f}s; {run.note}")
     steps: list[dict[str, Any]] = []
-    instrument(run.trainer, steps)
+    instrument(run.trainer, steps, Path(args.json) if args.json else None)
     run.train()
-    logged = [h for h in run.trainer.state.log_history if "reward" in h]
-    for row, h in zip(steps, logged, strict=False):
-        row.update({k: h.get(v) for k, v in METRICS.items()})
-        row["tokens"] = (row["gen_len"] or 0) * run.trainer.num_generations
-        row["tok_per_s"] = row["tokens"] / row["generation_s"] if row.get("generation_s") else None
-
-    def f(v: Any, spec: str = ".2f") -> str:
-        return "-" if v is None else format(v, spec)
-
-    print(f"{'step':>4} {'mode':>7} {'s/step':>7} {'gen s':>6} {'rew s':>6} {'rest s':>6} {'tokens':>6} {'tok/s':>6} "
-          f"{'peakGB':>6} {'calls':>5} {'parsed':>6} {'+pos':>4} {'+neg':>4} {'active':>6} {'reward':>6} "
-          f"{'r_pers':>6} {'r_act':>6}")
-    for r in steps:
-        rest = r["seconds"] - r.get("generation_s", 0) - r.get("rewards_s", 0)
-        share = r["parsed"] / r["tool_calls"] if r.get("tool_calls") else None
-        print(f"{r['step']:>4} {r.get('mode', '?'):>7} {r['seconds']:>7.1f} {f(r.get('generation_s'), '.1f'):>6} "
-              f"{f(r.get('rewards_s'), '.1f'):>6} {rest:>6.1f} {r['tokens']:>6.0f} {f(r['tok_per_s']):>6} "
-              f"{r['peak_rss_gb']:>6.2f} {r.get('tool_calls', 0):>5} {f(share):>6} {f(r['new_pos'], '.0f'):>4} "
-              f"{f(r['new_neg'], '.0f'):>4} {f(r['active'], '.1f'):>6} {f(r['reward'], '.3f'):>6} "
-              f"{f(r['r_persistent'], '.3f'):>6} {f(r['r_active'], '.3f'):>6}")
     base = steps[0] if steps else None
     for r in steps[1:]:
         assert base is not None
         ratio = r["tok_per_s"] / base["tok_per_s"] if r["tok_per_s"] and base["tok_per_s"] else None
         print(f"step {r['step']} ({r.get('mode')}) vs step {base['step']} ({base.get('mode')}, baseline): "
               f"s/step x{r['seconds'] / base['seconds']:.2f}, generation s x{r['generation_s'] / base['generation_s']:.2f}, "
-              f"reward s x{r['rewards_s'] / base['rewards_s']:.2f}, tokens/s x{f(ratio)}")
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(steps, indent=1), encoding="utf-8")
+              f"reward s x{r['rewards_s'] / base['rewards_s']:.2f}, tokens/s x{_f(ratio)}")
 
 
 if __name__ == "__main__":
