@@ -97,7 +97,7 @@ def test_long_form_row_is_a_teacher_trajectory_with_its_retrieval_data(small_ind
     rows = [json.loads(line) for line in (tmp_path / "run" / "report" / "data.jsonl").read_text().splitlines()]
     check_columns(rows, ["report"], "report data")
     long, short = rows
-    assert (long["form"], short["form"], long["id"], short["id"], long["tool_calls"]) == ("long", "short", "drb-1#long",
+    assert (long["form"], short["form"], long["id"], short["id"], long["teacher_tool_calls"]) == ("long", "short", "drb-1#long",
                                                                                           "drb-1", 1)
     assert long["race_rubrics"] == short["race_rubrics"]  # one rubric for both forms (§4.6)
     assert long["reference_report"].startswith("# 2001: A Space Odyssey\n\n## Making")
