@@ -65,8 +65,9 @@ def teacher(fail_report: list[bool]) -> Any:
     trajectory: one search call, then an answer; the report agent fails (HTTP 400) while ``fail_report[0]``."""
     def respond(body: dict[str, Any]) -> Reply:
         system = str(body["messages"][0]["content"])
-        if "Plan-Execute-Observe" in system:  # search agent (C.4 / C.5)
-            first = "Remaining tool call chances: 3." in str(body["messages"][1]["content"])
+        if "Plan-Execute-Observe" in system:  # search agent (C.4 / C.5); answers at once for the "lazy" query
+            user = str(body["messages"][1]["content"])
+            first = "Remaining tool call chances: 3." in user and "lazy" not in user
             return Reply('<plan>- [ ] the making</plan>\n<tool_call>{"name": "search", "arguments": {"query": '
                          '["2001: A Space Odyssey Kubrick"]}}</tool_call>' if first else "<plan>- [x]</plan><answer>done</answer>")
         if "long-term memory" in system:  # state agent (C.6)
@@ -83,20 +84,22 @@ def teacher(fail_report: list[bool]) -> Any:
 
 def test_long_form_row_is_a_teacher_trajectory_with_its_retrieval_data(small_index_cfg, tmp_path):
     queries = tmp_path / "queries.jsonl"
-    queries.write_text(json.dumps({"id": "drb-1", "query": "How was the 1968 Kubrick film made?"}) + "\n")
+    queries.write_text(json.dumps({"id": "drb-1", "query": "How was the 1968 Kubrick film made?"}) + "\n"
+                       + json.dumps({"id": "drb-2", "query": "A lazy question about pointillism?"}) + "\n")
     fail_report = [True]
     with FakeOpenAI(responder=teacher(fail_report)) as server:
         data = derive(small_index_cfg, "tools.top_k=2").model_dump(mode="json")
         cfg = Config.model_validate({**data, "run_dir": str(tmp_path / "run"),
                                      "llm": {**data["llm"], **litellm_llm_config(tmp_path, server, max_retries=0)}})
         failed = build_report_data(cfg, queries, forms=("long",), mams=MamsConfig(tool_budget=3), progress=False)
-        assert (failed.rows, failed.failed) == (0, {"teacher_trajectory": 1})  # a failed call is no shorter report
+        # a failed call is no shorter report; a teacher that never searched has no report to give
+        assert (failed.rows, failed.failed) == (0, {"teacher_trajectory": 1, "teacher_no_tool_call": 1})
         fail_report[0] = False
         done = build_report_data(cfg, queries, forms=("long", "short"), mams=MamsConfig(tool_budget=3), progress=False)
-    assert (done.rows, done.failed) == (2, {})
+    assert (done.rows, done.failed) == (3, {"teacher_no_tool_call": 1})
     rows = [json.loads(line) for line in (tmp_path / "run" / "report" / "data.jsonl").read_text().splitlines()]
     check_columns(rows, ["report"], "report data")
-    long, short = rows
+    long, short, _ = rows
     assert (long["form"], short["form"], long["id"], short["id"], long["teacher_tool_calls"]) == ("long", "short", "drb-1#long",
                                                                                           "drb-1", 1)
     assert long["race_rubrics"] == short["race_rubrics"]  # one rubric for both forms (§4.6)

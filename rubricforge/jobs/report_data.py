@@ -169,8 +169,8 @@ async def _build(cfg: Config, items: list[tuple[str, str, list[str]]], given: di
         except GeneratorFailed:
             return None, "teacher_trajectory"
         report = episode.report.strip()
-        if not report:
-            return None, "reference_report"
+        if not report:  # MaMs writes its report from tool observations only
+            return None, "reference_report" if episode.tool_calls else "teacher_no_tool_call"
         retrieval = cut_tokens("\n\n".join(episode.observations), retrieval_tokens)
         outline = outline_of(report)
         return {"reference_report": report, "retrieval_data": retrieval, "outline": outline,
