@@ -10,6 +10,11 @@ the default corpus index (``rubricforge corpus index`` first). Schedule ``hote``
 * steps 2 … ``--steps`` + 1 run in tool mode (App. D prompt, search / browse / scholar, at most
   ``--tool-turns`` tool turns).
 
+Memory: the CPU preset puts both rollouts in one forward/backward without activation checkpointing, which
+fits a tiny test model; for the 0.5B fp32 policy (2.5 GB weights + gradients + Adam ≈ 10 GB before
+activations) its tool-mode step was OOM-killed at 17.7 GB, so this script trains one rollout per micro-batch
+(two accumulated: still one group of G=2 per optimiser step) with activation checkpointing.
+
 Per step it prints wall seconds split into generation (TRL's ``_generate``, tool turns included), rewards
 (bank update + judge calls + pruning) and the rest (forward, backward, optimiser step); generated tokens
 (model tokens only: TRL's tool mask leaves tool results out) per second of generation; peak resident
@@ -57,8 +62,11 @@ def config(args: argparse.Namespace, work: Path) -> Config:
         "llm": {"cache_path": str(work / "llm-cache.sqlite"), "judge": judge},
         "train": {"preset": "cpu", "reward": "hote", "max_tool_turns": args.tool_turns, "generation": "transformers",
                   "output_dir": str(work / "policy-out"),
+                  # one rollout per forward/backward (2 accumulated) and activation checkpointing: with the preset's
+                  # batch of 2 and no checkpointing the first tool-mode step was OOM-killed at 17.7 GB resident
                   "grpo_args": {"max_steps": args.steps + 1, "max_completion_length": args.max_completion,
-                                "learning_rate": 1e-6, "seed": args.seed}},
+                                "per_device_train_batch_size": 1, "gradient_accumulation_steps": 2,
+                                "activation_checkpointing": True, "learning_rate": 1e-6, "seed": args.seed}},
         "evolve": {"rubrics": "evolving", "modes": "hote", "no_tool_steps": 1, "tool_share": 1.0}})
 
 
@@ -79,6 +87,14 @@ def line(r: dict[str, Any]) -> str:
             f"{r['peak_rss_gb']:>6.2f} {r.get('tool_calls', 0):>5} {_f(share):>6} {_f(r['new_pos'], '.0f'):>4} "
             f"{_f(r['new_neg'], '.0f'):>4} {_f(r['active'], '.1f'):>6} {_f(r['reward'], '.3f'):>6} "
             f"{_f(r['r_persistent'], '.3f'):>6} {_f(r['r_active'], '.3f'):>6}")
+
+
+def ratios(r: dict[str, Any], base: dict[str, Any]) -> str:
+    """Step ``r`` against the baseline step, both measured in this process."""
+    tok = r["tok_per_s"] / base["tok_per_s"] if r["tok_per_s"] and base["tok_per_s"] else None
+    return (f"step {r['step']} ({r.get('mode')}) vs step {base['step']} ({base.get('mode')}, baseline): "
+            f"s/step x{r['seconds'] / base['seconds']:.2f}, generation s x{r['generation_s'] / base['generation_s']:.2f}, "
+            f"reward s x{r['rewards_s'] / base['rewards_s']:.2f}, tokens/s x{_f(tok)}")
 
 
 def instrument(trainer: Any, steps: list[dict[str, Any]], out: Path | None) -> None:
@@ -123,6 +139,8 @@ def instrument(trainer: Any, steps: list[dict[str, Any]], out: Path | None) -> N
             if len(steps) == 1:
                 print(HEADER)
             print(line(row), flush=True)
+            if len(steps) > 1:
+                print(ratios(row, steps[0]), flush=True)
             if out is not None:
                 out.parent.mkdir(parents=True, exist_ok=True)
                 out.write_text(json.dumps(steps, indent=1), encoding="utf-8")
@@ -157,13 +175,6 @@ def main() -> None:
     steps: list[dict[str, Any]] = []
     instrument(run.trainer, steps, Path(args.json) if args.json else None)
     run.train()
-    base = steps[0] if steps else None
-    for r in steps[1:]:
-        assert base is not None
-        ratio = r["tok_per_s"] / base["tok_per_s"] if r["tok_per_s"] and base["tok_per_s"] else None
-        print(f"step {r['step']} ({r.get('mode')}) vs step {base['step']} ({base.get('mode')}, baseline): "
-              f"s/step x{r['seconds'] / base['seconds']:.2f}, generation s x{r['generation_s'] / base['generation_s']:.2f}, "
-              f"reward s x{r['rewards_s'] / base['rewards_s']:.2f}, tokens/s x{_f(ratio)}")
 
 
 if __name__ == "__main__":

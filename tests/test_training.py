@@ -68,15 +68,6 @@ def test_paper_preset_is_table_5():
     assert args["loss_type"] == "grpo" and args["importance_sampling_level"] == "token"
 
 
-def test_cpu_preset_fits_a_real_policy_in_ram():
-    """One group of 2 per optimiser step, but one rollout per forward/backward and activation checkpointing: with
-    both tool-mode rollouts of the 0.5B fp32 policy in one batch, benchmarks/grpo_cpu.py was OOM-killed at 17.7 GB."""
-    args = preset_args("cpu")
-    assert (args["num_generations"], args["generation_batch_size"]) == (2, 2)
-    assert (args["per_device_train_batch_size"], args["gradient_accumulation_steps"]) == (1, 2)
-    assert args["activation_checkpointing"] is True
-
-
 def test_loss_types_map_to_trl():
     assert preset_args("small-gpu", "gspo")["importance_sampling_level"] == "sequence"
     assert preset_args("small-gpu", "dapo")["loss_type"] == "dapo"

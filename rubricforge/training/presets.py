@@ -7,9 +7,7 @@
   on fewer, raise ``gradient_accumulation_steps`` to keep 32 rollouts per optimiser step).
 * ``small-gpu`` — the same recipe shrunk for one 24–80 GB GPU: group size 4, 2 prompts per step, responses
   up to 4,096 tokens, gradient checkpointing, vLLM (colocated) at 0.3 of GPU memory.
-* ``cpu`` — a run on CPU: group size 2, one prompt, 256-token responses, 1 step, FP32; one rollout per
-  micro-batch (2 accumulated per optimiser step) and activation checkpointing, so a real 0.5B policy's
-  tool-mode step fits in RAM (with both rollouts in one batch and no checkpointing it was killed at 17.7 GB).
+* ``cpu`` — a smoke run on CPU: group size 2, one prompt, 256-token responses, 1 step, FP32.
 
 Loss types (``train.loss``): ``grpo`` (the paper's: token-level ratios, per-sequence mean), ``dapo``
 (token-level mean over the batch, clip-higher ε_high = 0.28), ``gspo`` (sequence-level importance sampling,
@@ -33,9 +31,9 @@ PRESETS: dict[str, dict[str, Any]] = {
                       gradient_accumulation_steps=1, learning_rate=1e-6, lr_scheduler_type="constant", beta=0.0,
                       temperature=1.0, top_p=1.0, max_completion_length=4096, weight_decay=0.0, bf16=True,
                       activation_checkpointing=True, max_steps=140, save_steps=20, vllm_gpu_memory_utilization=0.3),
-    "cpu": dict(num_generations=2, generation_batch_size=2, per_device_train_batch_size=1,
-                gradient_accumulation_steps=2, learning_rate=1e-6, beta=0.0, temperature=1.0,
-                max_completion_length=256, bf16=False, use_cpu=True, activation_checkpointing=True, max_steps=1,
+    "cpu": dict(num_generations=2, generation_batch_size=2, per_device_train_batch_size=2,
+                gradient_accumulation_steps=1, learning_rate=1e-6, beta=0.0, temperature=1.0,
+                max_completion_length=256, bf16=False, use_cpu=True, activation_checkpointing=False, max_steps=1,
                 save_strategy="no", report_to="none"),
 }
 LOSSES: dict[str, dict[str, Any]] = {
