@@ -144,6 +144,17 @@ def test_update_rejects_a_duplicate_title(tmp_path):
     assert tr.active == [] and got.duplicates == 1
 
 
+def test_update_rejects_a_title_that_restates_a_dataset_criterion(tmp_path):
+    """What the embedded judge did in benchmarks/grpo_cpu.py: a dataset criterion has only a description, and the
+    judge proposed it back as the title of a "new" rubric with a long description of its own."""
+    tr = TaskRubrics(task_id="t2", query=QUESTION, persistent=[
+        RubricItem(id="c1", title="", description="States that Seurat painted it between 1884 and 1886.", weight=1)])
+    got, _ = _update(tmp_path, Reply(json.dumps({"positive_rubrics": [
+        {"title": "States that Seurat painted it between 1884 and 1886", "description": "This rubric checks if the "
+         "response provides a specific date range for the painting."}]})), tr)
+    assert tr.active == [] and got.duplicates == 1
+
+
 def test_update_rejects_an_embedding_near_duplicate(tmp_path):
     import numpy as np
 

@@ -126,11 +126,13 @@ def truncate_words(text: str, words: int) -> str:
 
 def is_duplicate(item: RubricItem, existing: Sequence[RubricItem], embed: Embedder | None = None,
                  threshold: float = 0.9) -> bool:
-    """Same normalised title or description as an existing rubric, or (with ``embed``) a cosine above
-    ``threshold`` between "title: description" texts (the evidence tree's redundancy test)."""
-    title, desc = normalise(item.title), normalise(item.description)
+    """Its normalised title or description equal to an existing rubric's title or description — across the
+    fields too, since a dataset criterion has only a description, which the judge restates as a new title —
+    or (with ``embed``) a cosine above ``threshold`` between "title: description" texts (the evidence tree's
+    redundancy test)."""
+    mine = {normalise(item.title), normalise(item.description)} - {""}
     for other in existing:
-        if (title and title == normalise(other.title)) or (desc and desc == normalise(other.description)):
+        if mine & {normalise(other.title), normalise(other.description)}:
             return True
     if embed is None or not existing:
         return False
