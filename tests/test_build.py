@@ -226,6 +226,26 @@ def test_real_embedded_model_end_to_end_and_the_cache_answers_a_repeat(small_ind
     assert lines(tmp_path / "again", "trees") == lines(tmp_path / "run", "trees")
 
 
+@pytest.mark.slow
+def test_the_default_pipeline_with_the_default_model_retains_a_grounded_row(small_index_cfg, tmp_path):
+    """The default build settings and model (issue 16) over the small index, from an empty cache: the first
+    seed's tree yields a retained row whose question is a question and whose factual evidence is verbatim."""
+    small = small_index_cfg
+    cfg = derive(Config(), "corpus.source=jsonl", f"corpus.path={small.corpus.path}", "corpus.fields.topic=topic",
+                 f"tools.index_dir={small.tools.index_dir}", f"embedding.backend={small.embedding.backend}",
+                 f"run_dir={tmp_path / 'run'}", f"llm.cache_path={tmp_path / 'cache.sqlite'}")
+    job = build_dataset(cfg, progress=False)
+    assert job.summary.status == "complete" and job.rows >= 1, job.summary.to_dict()
+    [tree] = [json.loads(line)["tree"] for line in lines(tmp_path / "run", "trees")]
+    held = [p for n in tree["nodes"].values() for p in n["passage_ids"]]
+    assert len(held) == len(set(held)) > 1  # each node brought its own passage
+    [row] = [json.loads(line) for line in (Path(job.dataset_dir) / "data.jsonl").read_text().splitlines()][:1]
+    assert row["question"].strip().endswith("?")
+    statements = {s["text"] for n in tree["nodes"].values() for s in n["statements"]}
+    factual = [r for r in row["rubrics"] if r["type"] == "factual"]
+    assert factual and all(e in statements for r in factual for e in r["evidence"])
+
+
 # ---------------------------------------------------------------- re-recording
 
 
@@ -266,7 +286,7 @@ def record() -> None:
     """
     import tempfile
 
-    from conftest import write_small_corpus
+    from conftest import RECORDED_WITH, write_small_corpus
     from rubricforge.corpora.indexing import build_index
     from rubricforge.llm import LLMClient
     from rubricforge.llm.cache import ResponseCache
@@ -279,7 +299,7 @@ def record() -> None:
     corpus = write_small_corpus(root / "corpus.jsonl")
     cache = Path(tempfile.gettempdir()) / "rubricforge-record-cache.sqlite"  # kept: a re-recording reuses answers
     base = derive(Config(), "corpus.source=jsonl", f"corpus.path={corpus}", "corpus.fields.topic=topic",
-                  f"tools.index_dir={root / 'index'}", f"llm.cache_path={cache}", *SETTINGS)
+                  f"tools.index_dir={root / 'index'}", f"llm.cache_path={cache}", *RECORDED_WITH, *SETTINGS)
     build_index(base, progress=True)
     print("first run", run_build(derive(base, f"run_dir={root / 'first'}"), progress=True).to_dict())
     tree = EvidenceTree.model_validate(json.loads(lines(root / "first", "trees")[1])["tree"])

@@ -63,13 +63,13 @@ def threads(small_index_cfg, tmp_path_factory):
 def test_build_dataset_flow_matches_the_in_process_build(threads):
     flow, direct = threads["flow"], threads["direct"]
     assert flow.summary.status == "complete" and flow.summary.computed_now["trees"] == 2
-    assert flow.rows == direct.rows == 2
+    assert flow.rows == direct.rows == 1  # tree 0's candidate fails the rule checks; tree 1's recorded KEEP
     assert rows(flow.dataset_dir) == rows(direct.dataset_dir)
     assert flow.summary.ledger["calls"] == direct.summary.ledger["calls"] > 0
     run = Path(flow.summary.run_dir)
     assert stage_records(run) == stage_records(Path(direct.summary.run_dir))
     manifest = json.loads((run / "manifest.json").read_text())
-    assert manifest["status"] == "complete" and manifest["dataset_rows"] == 2
+    assert manifest["status"] == "complete" and manifest["dataset_rows"] == 1
     assert len(list((run / "prefect" / "results").iterdir())) == 2  # one persisted result per tree
 
 

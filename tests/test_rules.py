@@ -120,6 +120,18 @@ def test_rubric_text_must_not_leak_into_the_question():
     assert _fails(_candidate(question="How do honey bee colonies and wild pollinators affect crops?")) == []
 
 
+@pytest.mark.parametrize("question, ok", [
+    ("How do honey bee colonies and wild pollinators affect crops?", True),
+    ("What limits honey bee colonies, and how? Which pollinators replace them?", True),
+    ("What are the significant threats to honey bees, and how do ... 2. How has the habitat changed? 3. What", False),
+    ("1. Why do bees matter? 2. What harms them? 3. What helps them?", False),
+    ("Honey bees pollinate a third of human food crops.", False)])
+def test_the_question_is_one_question_ending_with_a_question_mark(question, ok):
+    """A verifier's revised question that was cut off or became a list (seen with the 1.5B) fails."""
+    fails = [f for f in _fails(_candidate(question=question)) if f.startswith("question is not one question")]
+    assert (fails == []) is ok
+
+
 def test_too_few_rubrics_empty_question_and_empty_description():
     rubrics = good_rubrics()[:3]
     rubrics[2].description = " "

@@ -17,6 +17,8 @@ the shorter word (explains/explaining)):
 * ``DUPLICATE_OVERLAP = 0.85`` — two criteria are duplicates when their descriptions are equal after
   normalisation or the share of their content words found in each other (matched words of both
   over all words of both) is at least 0.85.
+* ``MAX_QUESTION_MARKS = 2`` — the question ends with "?" and has at most two (one research question,
+  perhaps in two parts; not a numbered list of questions, not a sentence cut off by the token limit).
 * ``LEAK_NGRAM = 6`` — a rubric leaks into the question when 6 consecutive content words of its
   description appear, in order, in the question (a question may share its topic words with the
   rubrics, but not restate a criterion).
@@ -39,6 +41,7 @@ from rubricforge.text import clip
 EVIDENCE_MATCH = 0.75
 DUPLICATE_OVERLAP = 0.85
 LEAK_NGRAM = 6
+MAX_QUESTION_MARKS = 2
 WORD_FUZZ = 0.85
 
 Pool = dict[str, list[EvidenceStatement]]  # source id (leaf or retrieved snippet) -> its statements
@@ -182,6 +185,9 @@ def check_criteria(question: str, rubrics: list[Criterion], pool: Pool | None, *
     failures: list[str] = []
     if not question.strip():
         failures.append("question is empty")
+    elif not question.rstrip().endswith("?") or question.count("?") > MAX_QUESTION_MARKS:
+        failures.append(f"question is not one question ending with '?' (cut off, a statement or a list of "
+                        f"questions): '{clip(question, 80)}'")
     if len(rubrics) < min_rubrics:
         failures.append(f"only {len(rubrics)} rubrics; at least {min_rubrics} required")
     if max_rubrics is not None and len(rubrics) > max_rubrics:

@@ -113,13 +113,15 @@ QUESTION_PATTERN = r'^[^?\n"\\]{20,280}[?]$'  # one sentence that ends with its 
 FACT_PATTERN = r'^States that [^.?!\n"\\]{10,180}[.]$'  # a factual rubric states one fact of its evidence
 LOGIC_PATTERN = (r'^(Explains|Compares|Distinguishes|Connects|Relates|Weighs|Concludes|Contrasts|Discusses) '
                  r'[^.?!\n"\\]{10,180}[.]$')  # a logical rubric says what a good answer does
+# A schema-only hint: the grammar makes a small model write one question, not several run together and cut off
+# at the length bound; validation does not enforce it.
+QuestionText = Annotated[str, Field(json_schema_extra={"pattern": QUESTION_PATTERN})]
 
 
 class QuestionOut(BaseModel):
-    """Step 2 answer. The pattern is a schema-only hint: the grammar makes a small model write one question,
-    not several run together and cut off at the length bound."""
+    """Step 2 answer."""
 
-    question: Annotated[str, Field(json_schema_extra={"pattern": QUESTION_PATTERN})]
+    question: QuestionText
 
 
 @lru_cache(maxsize=None)

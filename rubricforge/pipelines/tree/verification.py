@@ -23,7 +23,7 @@ from rubricforge.config import Config
 from rubricforge.llm.structured import Str60, Str600
 from rubricforge.pipelines.prompting import render
 from rubricforge.pipelines.tree.rules import check_rules, evidence_pool
-from rubricforge.pipelines.tree.synthesis import FreeForm
+from rubricforge.pipelines.tree.synthesis import FreeForm, QuestionText
 from rubricforge.rubric_gen.baselines import retrieved_items
 from rubricforge.rubric_gen.criteria import MAX_RUBRICS, RubricOut, Text, to_criteria
 from rubricforge.schema import Candidate, EvidenceTree, Example, Provenance, Verification
@@ -49,7 +49,7 @@ class VerifyOutput(BaseModel):
     major_issues: list[Text] = Field(default_factory=list, json_schema_extra={"maxItems": MAX_LIST})
     justification: Str600 = ""
     fix_plan: FreeForm = None
-    revised_question: Text | None = None
+    revised_question: QuestionText | None = None
     revised_rubrics: list[RubricOut] = Field(default_factory=list, json_schema_extra={"maxItems": MAX_RUBRICS})  # [] = unchanged
     implementation_guidance: FreeForm = None
 
