@@ -35,9 +35,9 @@ import random
 import time
 import uuid
 from collections import Counter
+from collections.abc import Awaitable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from rubricforge.config import Config
