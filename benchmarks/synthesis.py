@@ -14,8 +14,9 @@ trees, all admitted at once (``build.tree_concurrency`` = the number of trees), 
 limit the work. Scaling the trees with C keeps the work per slot, and so the ideal, about equal at
 every level (``--trees`` x calls per tree x latency) and well above the critical path of one tree
 (about ten dependent calls: extract, decompose, ground, extract, ..., merge, verify). The gap between
-wall time and the ideal is then orchestration: the LLM client (litellm), retrieval and query embedding
-on the event loop, the stage logs, the manifest and the export. Each level runs in a fresh run
+wall time and the ideal is then orchestration: the LLM client (the direct HTTP client, as for any ``openai/``
+model with an api_base), retrieval and query embedding on the event loop, the rule checks, the stage logs, the
+manifest and the export. Each level runs in a fresh run
 directory with the LLM cache off, after an unreported one-tree warm-up (imports, model load). The
 corpus index (``--docs`` documents of the default corpus, one seed per document) is built once, in a
 temporary folder. ``--torch-threads`` (default 1) applies while the levels run: a single short query

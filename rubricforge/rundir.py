@@ -23,6 +23,7 @@ import platform
 import tempfile
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -118,7 +119,38 @@ def _append(path: Path, lines: Sequence[str]) -> None:
                 fh.write(b"\n")  # isolate a torn line left by a crash
         fh.write("".join(line + "\n" for line in lines).encode("utf-8", errors="replace"))  # lone surrogate: "?"
         fh.flush()
-        os.fsync(fh.fileno())
+        _fsync_soon(fh.fileno())
+
+
+_syncer: ThreadPoolExecutor | None = None
+_syncer_lock = threading.Lock()
+
+
+def _fsync_soon(fileno: int) -> None:
+    """fsync a log on a background thread. The lines are already the OS's when ``_append`` returns (a killed
+    process loses none of them); the fsync only guards against a power cut, and took about 10 ms per record
+    on the caller's thread, the event loop that all LLM calls wait on. Pending fsyncs finish at exit."""
+    global _syncer
+    fd = os.dup(fileno)
+    with _syncer_lock:
+        if _syncer is None:
+            _syncer = ThreadPoolExecutor(1, thread_name_prefix="rubricforge-fsync")
+        _syncer.submit(_fsync_close, fd)
+
+
+def _fsync_close(fd: int) -> None:
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _forget_syncer() -> None:  # a forked child has no syncer thread: it starts its own
+    global _syncer
+    _syncer = None
+
+
+os.register_at_fork(after_in_child=_forget_syncer)
 
 
 class StageLog(Generic[M]):

@@ -88,10 +88,10 @@ class FakeOpenAI:
 
     def hold(self, in_flight: int, expected: int) -> None:
         """From now on answer no request until ``in_flight`` requests are in flight together, or until all
-        ``expected`` requests have arrived (0: answer at once); ``max_in_flight`` starts again from 0."""
+        ``expected`` requests have arrived (0: answer at once); ``max_in_flight`` (and per tag) starts again from 0."""
         with self._cond:
             self._hold, self._expected, self._arrived, self._peaks = in_flight, expected, 0, 0
-            self.max_in_flight = 0
+            self.max_in_flight, self.max_in_flight_by = 0, {}
 
     def _wait_for_company(self) -> None:
         """Called with the lock held, by a request just counted in flight."""
@@ -131,6 +131,8 @@ class FakeOpenAI:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as real servers: a client need not connect per request
+
             def log_message(self, *args: object) -> None:
                 pass
 

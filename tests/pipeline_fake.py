@@ -1,7 +1,7 @@
 """A fake model for the evidence-tree pipeline, served by :class:`llm_fakes.FakeOpenAI`: it answers every
 request with JSON that is valid for the request's output schema, built from the prompt.
 
-Statements are sentences of the passage shown, proposals the first words of the parent's statements,
+Statements are sentences of the passage shown (or its first three sentence ids), proposals the first words of the parent's statements,
 grounding selects every passage and never calls a node atomic, the merge picks up to three leaves with
 distinct evidence and writes one factual rubric quoting each plus logical rubrics up to six (so the rule
 checks pass), and the verifier answers KEEP. Tokens are characters / 4 of the prompt and of the answer.
@@ -36,6 +36,11 @@ def _extract(prompt: str, schema: dict) -> dict:
     summary = prompt.split("Webpage summary:", 1)[1].rsplit("\nReturn JSON", 1)[0]
     title, _, text = summary.strip().partition(": ")
     return {"statements": [s[:240] for s in _sentences(text)[:3]] or [f"{title} is described in the corpus."]}
+
+
+def _select(prompt: str, schema: dict) -> dict:
+    items = schema["properties"]["sentence_ids"]["items"]
+    return {"sentence_ids": (items.get("enum") or [items["const"]])[:3]}
 
 
 def _propose(prompt: str, schema: dict) -> dict:
@@ -74,9 +79,9 @@ def _verify(prompt: str, schema: dict) -> dict:
     return {"decision": "KEEP", "error_tags": [], "major_issues": [], "justification": "grounded in the leaves"}
 
 
-# output model name prefix -> answer (evidence_tree.Statements / proposal_model / grounding_model,
+# output model name prefix -> answer (evidence_tree.Statements / selection_model / proposal_model / grounding_model,
 # synthesis.MergeOutput, verification.VerifyOutput)
-ANSWERS = {"Statements": _extract, "Proposal": _propose, "Ground": _ground, "MergeOutput": _merge,
+ANSWERS = {"Statements": _extract, "SentenceSelection": _select, "Proposal": _propose, "Ground": _ground, "MergeOutput": _merge,
            "VerifyOutput": _verify}
 
 

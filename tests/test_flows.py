@@ -164,24 +164,25 @@ def test_the_kg_task_is_retried_except_after_a_budget_stop(error, runs, monkeypa
 # ---------------------------------------------------------------- LLM limits across workers
 
 
-async def _calls(cfg: Config, n: int) -> None:
+async def _calls(cfg: Config, calls: dict[str, int]) -> None:
     from rubricforge.flows.limits import registry
     from rubricforge.llm import LLMClient
 
     client = LLMClient(cfg.llm, limits=registry(cfg))
-    try:
-        await asyncio.gather(*(client.generate("generator", [{"role": "user", "content": f"q{i}"}])
-                               for i in range(n)))
+    try:  # the prompt's first word is the role: the fake server counts requests in flight per role by it
+        await asyncio.gather(*(client.generate(role, [{"role": "user", "content": f"{role} q{i}"}])
+                               for role, n in calls.items() for i in range(n)))
     finally:
         await client.aclose()
 
 
-def burst(cfg: Config, n: int) -> None:
-    """One task's worth of parallel LLM calls, each with its own client (as separate workers have)."""
-    asyncio.run(_calls(cfg, n))
+def burst(cfg: Config, calls: dict[str, int]) -> None:
+    """One task's worth of parallel LLM calls (``calls``: how many per role), each task with its own client (as
+    separate workers have)."""
+    asyncio.run(_calls(cfg, calls))
 
 
-def llm_flow(cfg: Config, tasks: int, calls: int) -> None:
+def llm_flow(cfg: Config, tasks: int, calls: dict[str, int]) -> None:
     from prefect import flow, task, unmapped
     from prefect.futures import wait
 
@@ -213,9 +214,36 @@ def test_llm_concurrency_stays_within_the_model_limit_across_dask_workers(monkey
         data["llm"]["cache_path"] = ""
         data["runner"] = {"kind": "dask", "workers": 2}
         cfg = Config.model_validate(data)
-        llm_flow(cfg, tasks=6, calls=2)
+        llm_flow(cfg, tasks=6, calls={"generator": 2})
         assert server.n_requests == 12
         assert server.max_in_flight == 2  # the limit, reached and never exceeded by 2 workers x 2 threads x 2 calls
         server.hold(3, 12)  # answered only once 3 are in flight: reached when the limit does not hold across workers
-        llm_flow(derive(cfg, "runner.llm_limits=process"), tasks=6, calls=2)
+        llm_flow(derive(cfg, "runner.llm_limits=process"), tasks=6, calls={"generator": 2})
         assert server.max_in_flight > 2  # per-process limits alone do not hold across tasks and workers
+
+
+def test_each_roles_limit_holds_across_dask_workers_when_roles_share_a_model_and_server(monkeypatch, prefect_server,
+                                                                                         tmp_path):
+    """Prefect's global limits are per role: the generator's 1 and the verifier's 3 hold on one model and server."""
+    import cloudpickle
+
+    from llm_fakes import FakeOpenAI, Reply, litellm_llm_config
+
+    monkeypatch.setenv("PREFECT_API_URL", prefect_server)
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import this test module
+    calls = {"generator": 1, "verifier": 3}  # as the limits: every round of 4 answers has both roles' requests
+    with FakeOpenAI([Reply('{"capital": "Paris"}')], keep_requests=False, hold=4, expected=16) as server:
+        data = Config().model_dump(mode="json")
+        data["llm"].update(litellm_llm_config(tmp_path, server, timeout_s=120))  # > a held request's wait
+        data["llm"]["cache_path"] = ""
+        data["llm"]["generator"] = {**data["llm"]["generator"], "concurrency": 1}
+        data["llm"]["verifier"] = {**data["llm"]["verifier"], "concurrency": 3}
+        data["runner"] = {"kind": "dask", "workers": 2}
+        cfg = Config.model_validate(data)
+        assert (cfg.llm.generator.model, cfg.llm.generator.api_base) == (cfg.llm.verifier.model, cfg.llm.verifier.api_base)
+        llm_flow(cfg, tasks=4, calls=calls)
+        assert server.n_requests == 16
+        assert server.max_in_flight_by == {"generator": 1, "verifier": 3}  # each limit reached, never exceeded
+        server.hold(5, 16)  # answered only once 5 are in flight: reached when the limits do not hold across workers
+        llm_flow(derive(cfg, "runner.llm_limits=process"), tasks=4, calls=calls)
+        assert server.max_in_flight_by["generator"] > 1 or server.max_in_flight_by["verifier"] > 3

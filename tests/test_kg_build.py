@@ -255,6 +255,61 @@ def test_a_stage_record_that_no_longer_matches_its_schema_is_named_on_resume(kg_
     assert json.loads((run / "manifest.json").read_text())["status"].startswith("failed: UserError: kg_questions.jsonl")
 
 
+PATH_STAGES = ("kg_question", "kg_obfuscate", "kg_rewrite", "kg_direct_answer", "kg_single_retrieval",
+               "kg_plausibility", "kg_longform")
+
+
+@pytest.mark.parametrize("stages", [("kg_extract", *PATH_STAGES), PATH_STAGES], ids=["every-stage", "subgraph-stages"])
+def test_faults_then_a_healthy_rerun_give_the_clean_runs_dataset(kg_cfg, reference, tmp_path, monkeypatch, stages):
+    """Half the provider calls of ``stages`` fail (after their retries): no failed call becomes a record, the run
+    fails naming how many items failed, and the same command against a healthy provider redoes exactly those."""
+    import random
+
+    from rubricforge.errors import ItemsFailed
+    from rubricforge.jobs.kg import build_kg_dataset
+    from rubricforge.llm.backends.replay import ReplayBackend
+    from rubricforge.llm.errors import TransientError
+
+    result, ref = reference
+    replay, draw, faults = ReplayBackend.complete, random.Random(5), []
+
+    async def faulty(self, request, role_cfg):
+        if request.stage in stages and draw.random() < 0.5:
+            faults.append(request.stage)
+            raise TransientError(draw.choice(["HTTP 503", "HTTP 429: slow down", "timed out", "empty choices"]))
+        return await replay(self, request, role_cfg)
+
+    monkeypatch.setattr(ReplayBackend, "complete", faulty)
+    run = tmp_path / "run"
+    cfg = derive(kg_cfg, f"run_dir={run}", *(f"llm.{r}.max_retries=1" for r in ("generator", "verifier", "judge")),
+                 *(f"llm.{r}.backoff_s=0.001" for r in ("generator", "verifier", "judge")))
+    with pytest.raises(ItemsFailed) as err:
+        build_kg_dataset(cfg, progress=False)
+    failed = [e.split(":")[0] for e in err.value.errors]
+    assert faults and failed and "\n" not in str(err.value)
+    assert str(err.value).startswith(f"{len(failed)} items failed; re-run the same command to retry them")
+    assert json.loads((run / "manifest.json").read_text())["status"].startswith("failed: ItemsFailed")
+    before = {name: read_log(run, name) for name in ("kg_extractions", "kg_questions", "kg_filters", "kg_longform")}
+    reference_logs = {name: read_log(ref, name) for name in before}
+    for name, records in before.items():  # what was logged is finished work: the clean run's records
+        assert all(records[key] == reference_logs[name][key] for key in records), name
+    for key in failed:  # a failed item misses the record of the stage that failed
+        assert any(key in reference_logs[name] and key not in before[name] for name in before), key
+    assert all(not r["error"] for r in before["kg_extractions"].values())
+
+    monkeypatch.setattr(ReplayBackend, "complete", replay)  # the provider recovers
+    resumed = build_kg_dataset(cfg, progress=False)
+    assert resumed.summary.status == "complete" and resumed.rows == result.rows
+    for name, records in before.items():
+        after = read_log(run, name)
+        assert after == reference_logs[name], name
+        redone = set(after) - set(records)
+        if "kg_extract" in stages and any(f in reference_logs["kg_extractions"] for f in failed):
+            continue  # the graph waited for the failed extractions: every later stage ran now
+        assert redone <= set(failed), name  # only the failed items were redone
+    assert (run / "kg_examples.jsonl").read_text() == (ref / "kg_examples.jsonl").read_text()
+
+
 def test_cli_build_source_kg_and_bad_source(kg_cfg, reference, tmp_path):
     import yaml
 

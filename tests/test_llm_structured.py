@@ -76,3 +76,18 @@ def test_plain_text_calls_return_the_text(tmp_path):
         res = asyncio.run(client.generate("generator", MSG, stage="free"))
     assert res.ok and res.value is None and res.text == "Paris is the capital."
     assert "response_format" not in server.requests[0]
+
+
+def test_a_models_schema_is_built_once_and_each_request_gets_its_own_copy(monkeypatch):
+    from rubricforge.llm.structured import schema_of
+
+    class Once(BaseModel):
+        answer: str = Field(json_schema_extra={"maxLength": 5})
+
+    built = []
+    original = Once.model_json_schema.__func__  # type: ignore[attr-defined]
+    monkeypatch.setattr(Once, "model_json_schema", classmethod(lambda cls, *a, **k: built.append(1) or original(cls, *a, **k)))
+    first, second = schema_of(Once), schema_of(Once)
+    assert first == second == original(Once) and len(built) == 1
+    first["properties"]["answer"]["maxLength"] = 99  # a caller's change reaches no other request
+    assert schema_of(Once)["properties"]["answer"]["maxLength"] == 5

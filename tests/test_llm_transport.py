@@ -74,6 +74,27 @@ def test_concurrency_limit_holds_at_the_server(tmp_path):
     assert server.max_in_flight == 2 and len(server.requests) == 8
 
 
+def test_the_direct_client_spreads_requests_in_flight_over_pools_of_at_most_16(tmp_path):
+    """httpcore's pool does work quadratic in its connections on every request: 40 at once use 3 small pools."""
+    from rubricforge.llm.backends.openai_http import POOL_REQUESTS
+
+    with FakeOpenAI([Reply()], hold=40, expected=40) as server:
+        client = _client(tmp_path, server, concurrency=40)
+        sizes: list[int] = []
+
+        async def run():
+            results = await asyncio.gather(*[client.generate("generator", [{"role": "user", "content": f"q{i}"}],
+                                                             output=Capital, stage="s") for i in range(40)])
+            pools = client._backends["openai-http"]._clients[asyncio.get_running_loop()]
+            sizes.extend(len(c._transport._pool.connections) for c in pools.clients)
+            await client.aclose()
+            return results
+
+        assert all(r.ok for r in asyncio.run(run()))
+    assert server.max_in_flight == 40 and POOL_REQUESTS == 16
+    assert sorted(sizes) == [8, 16, 16]  # every connection kept alive, in pools of at most 16
+
+
 def test_concurrency_limit_holds_across_event_loops_in_threads(tmp_path):
     with FakeOpenAI([Reply()], hold=3, expected=12) as server:
         client = _client(tmp_path, server, concurrency=3)

@@ -177,3 +177,16 @@ def test_closed_book_skips_grounding_but_keeps_the_other_rules():
     assert _fails(cand) == []
     rubrics[1].weight = 3.0
     assert _fails(cand) == ["R2: weight 3.0 is not a finite number in [-1, 1]"]
+
+
+def test_word_matching_is_difflibs_close_match_or_a_shared_stem():
+    from difflib import get_close_matches
+
+    from rubricforge.pipelines.tree.rules import WORD_FUZZ, _same_stem, _word_found
+
+    vocabulary = {"colour", "temperatures", "photosynthesis", "mitochondria", "organisation", "rivers"}
+    for word in ["color", "temperature", "photosynthetic", "mitochondrion", "organization", "river", "planet",
+                 "organism", "synthesis", "temp", "colours"]:
+        expected = word in vocabulary or (len(word) >= 5 and (any(_same_stem(word, v) for v in vocabulary)
+                                                               or bool(get_close_matches(word, vocabulary, 1, WORD_FUZZ))))
+        assert _word_found(word, vocabulary) == expected, word

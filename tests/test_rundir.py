@@ -115,3 +115,19 @@ def test_paths_are_resolved_on_the_driver(tmp_path, monkeypatch):
     assert cfg.llm.replay_path == str(tmp_path / "rec.jsonl") and cfg.llm.cache_path == ""
     default = on_driver(Config())  # the default index lives under the driver's cache folder
     assert default.tools.index_dir == str(Config().index_dir()) and Path(default.tools.index_dir).is_absolute()
+
+
+def test_a_log_append_is_fsynced_but_not_on_the_callers_thread(tmp_path, monkeypatch):
+    """The caller is the event loop every LLM call waits on; the fsync (about 10 ms) runs on a background thread."""
+    import os
+    import threading
+
+    from rubricforge import rundir
+
+    synced, real = [], os.fsync
+    monkeypatch.setattr(rundir.os, "fsync", lambda fd: synced.append(threading.get_ident()) or real(fd))
+    log = StageLog(tmp_path / "trees.jsonl")
+    log.append("t0", {"v": 0})
+    assert StageLog(tmp_path / "trees.jsonl").keys() == ["t0"]  # the line is the OS's at once
+    rundir._syncer.submit(lambda: None).result(timeout=10)  # the pending fsync is done after this
+    assert synced and threading.get_ident() not in synced

@@ -3,8 +3,9 @@
 
 Like :mod:`rubricforge.jobs.tree` it sits above ``pipelines`` and ``export``. Without an explicit run
 directory (``run_dir`` left at the default ``runs/default``) it writes to ``runs/kg``, so the
-evidence-tree run and the KG run never share a folder. A budget stop or a user error ends the run
-with its manifest saying so (``stopped: ...`` / ``failed: ...``) and raises: finished work is kept.
+evidence-tree run and the KG run never share a folder. A budget stop, a user error or items whose LLM
+calls kept failing (:class:`~rubricforge.errors.ItemsFailed`) end the run with its manifest saying so
+(``stopped: ...`` / ``failed: ...``) and raise: finished work is kept.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@ and the re-prompt that feeds a validation error back to the model."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Annotated, Any, ClassVar
@@ -29,7 +30,13 @@ def schema_of(output: type[BaseModel] | None) -> dict[str, Any] | None:
     """The JSON schema sent to the backend: None for plain text and :class:`TextAnswer` outputs."""
     if output is None or issubclass(output, TextAnswer):
         return None
-    return output.model_json_schema()
+    return json.loads(_schema_json(output))  # a fresh copy: the caller may change it
+
+
+@functools.lru_cache(maxsize=1024)
+def _schema_json(output: type[BaseModel]) -> str:
+    """pydantic builds a schema anew on every call (about 6 ms for the tree stages' models), once per request."""
+    return json.dumps(output.model_json_schema())
 
 
 def max_length(chars: int) -> Any:

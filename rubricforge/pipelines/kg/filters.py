@@ -7,7 +7,8 @@
 * ``plausibility`` — the judge checks the question against the subgraph's facts: implausible, or an
   answer that is not unique, drops it.
 
-A judge call that fails is recorded and drops the question as unscored (never a silent pass).
+A judge call that fails (an answer that is no valid JSON) is recorded and drops the question as unscored (never a
+silent pass); one the provider never answered leaves the subgraph unfinished (:mod:`.run`).
 Answers match when one normalised form contains the other (the answer's aliases included).
 """
 

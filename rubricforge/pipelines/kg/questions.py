@@ -6,7 +6,8 @@
    (the corpus's short description when there is one).
 3. *Rewriting* gives natural user phrasing (query-specific rubrics §3.2).
 
-Each step is one structured call; a failed call ends the item with its error recorded. The final
+Each step is one structured call; a failed call ends the item with its error recorded (one the provider never
+answered leaves it unfinished: :mod:`.run`). The final
 question is then checked without the LLM: naming the answer (or an alias) or an intermediate entity
 is a drop, and so is missing a hop's condition (MindDR: questions must cover the subgraph's key
 information) — every hop's evidence must share a content word (compared by its first

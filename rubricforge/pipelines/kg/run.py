@@ -19,8 +19,12 @@ Every stage log holds one schema record per key (:class:`~rubricforge.schema.KGE
 :class:`~rubricforge.schema.KGLongform`), validated when it is read back.
 
 Stage logs are appended item by item, so a killed run loses only the items in flight; the same
-command reads them back and does the rest. The graph and the sample are rebuilt from the logs (no LLM
-call) and must match the logged sample's settings; a run directory made with other settings is refused.
+command reads them back and does the rest. An item (passage, subgraph) with an LLM call that failed
+transiently after its retries (timeout, 429, 5xx, a dropped connection, empty ``choices``) is not logged:
+the run ends with :class:`~rubricforge.errors.ItemsFailed`, and the same command redoes just those. The
+graph needs every extraction, so a failed extraction ends the run before the graph is built. The graph and
+the sample are rebuilt from the logs (no LLM call) and must match the logged sample's settings; a run
+directory made with other settings is refused.
 """
 
 from __future__ import annotations
@@ -31,12 +35,16 @@ import random
 import time
 import uuid
 from collections import Counter
+from collections.abc import Awaitable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rubricforge.config import Config
+from rubricforge.errors import ItemsFailed
 from rubricforge.extras import needs
+from rubricforge.llm.client import transient_failures
+from rubricforge.llm.errors import Unavailable
 from rubricforge.pipelines.kg.graph import EntityResolver, build_graph, node_id, save_graph, title_links
 from rubricforge.pipelines.prompting import prompt_hashes
 from rubricforge.rundir import RunDir, StageLog, atomic_write_json, atomic_write_text, now, read_json
@@ -119,6 +127,7 @@ class KGRun:
         self.started, self.invocation, self.t0 = now(), uuid.uuid4().hex[:12], time.monotonic()
         self.ledger_path = self.run_dir.ledger_path(self.invocation, uuid.uuid4().hex[:8])
         self.computed: Counter[str] = Counter()
+        self.failures: list[str] = []  # the items whose LLM calls failed transiently (not logged)
 
     async def run(self) -> KGSummary:
         from rubricforge.corpora.indexing import open_index
@@ -143,6 +152,8 @@ class KGRun:
                 g = await self._graph(index)
                 paths = await self._sample(g)
                 await self._paths(paths, g)
+                if self.failures:
+                    raise ItemsFailed(self.failures)
                 examples = self._examples(paths, g)
         finally:
             self._save_ledger()
@@ -175,9 +186,13 @@ class KGRun:
         with self._watch("kg extract", "kg_extractions", [p.id for p in chosen]):
             for p in chosen:
                 if p.id not in log:
-                    log.add(p.id, KGExtraction.model_validate(await extract(p, self.client, self.k.call_max_tokens)))
-                    self.computed["extractions"] += 1
+                    try:
+                        await self._item("kg_extractions", p.id, extract(p, self.client, self.k.call_max_tokens))
+                    except Unavailable as exc:
+                        self.failures.append(str(exc))
                     self._save_ledger()
+        if self.failures:  # the graph, and so the sample, needs every extraction
+            raise ItemsFailed(self.failures)
         for p in chosen:
             edges += triple_edges(p, [t.model_dump() for t in log.finished(p.id).triples], resolver)
         self.n_passages, self.chosen = len(passages), [p.id for p in chosen]
@@ -206,7 +221,10 @@ class KGRun:
     async def _paths(self, paths: list[KGPath], g: nx.MultiDiGraph) -> None:
         with self._watch("kg questions", "kg_questions", [p.id for p in paths], also=("kg_filters", "kg_longform")):
             for path in paths:
-                await self._one(path, g)
+                try:
+                    await self._one(path, g)
+                except Unavailable as exc:  # the subgraph's finished stages are kept; a re-run does the rest
+                    self.failures.append(str(exc))
                 self._save_ledger()
                 self._write_manifest("running")
 
@@ -218,23 +236,27 @@ class KGRun:
         q_log, f_log, l_log = (self.logs[n] for n in ("kg_questions", "kg_filters", "kg_longform"))
         aliases = {n: g.nodes[n]["aliases"] for n in path.names}
         if path.id not in q_log:
-            q_log.add(path.id, KGQuestion.model_validate(
-                await write_question(path, aliases, self.client, self.k.call_max_tokens)))
-            self.computed["questions"] += 1
+            await self._item("kg_questions", path.id, write_question(path, aliases, self.client, self.k.call_max_tokens))
         question = q_log.finished(path.id)
         if question.drop:
             return
         if path.id not in f_log:
-            f_log.add(path.id, KGFilterResults.model_validate(await run_filters(
+            await self._item("kg_filters", path.id, run_filters(
                 question.question, path, aliases[path.answer] + [path.names[path.answer]],
                 g.nodes[path.answer]["passage_ids"], self.client, self.tools, list(self.k.filters),
-                self.k.call_max_tokens)))
-            self.computed["filters"] += 1
+                self.k.call_max_tokens))
         if f_log.finished(path.id).drop or not self.k.longform or path.id in l_log:
             return
-        l_log.add(path.id, KGLongform.model_validate(
-            await write_longform(path, self.client, self.k.longform_max_tokens)))
-        self.computed["longform"] += 1
+        await self._item("kg_longform", path.id, write_longform(path, self.client, self.k.longform_max_tokens))
+
+    async def _item(self, name: str, key: str, work: Awaitable[dict[str, Any]]) -> None:
+        """Log the record ``work`` computes for ``key`` in stage log ``name``; raise Unavailable instead when one
+        of its LLM calls failed transiently (the item is not finished)."""
+        with transient_failures() as failures:
+            record = await work
+        failures.check(key)
+        self.logs[name].add(key, LOGS[name].model_validate(record))
+        self.computed[name.removeprefix("kg_")] += 1
 
     def _examples(self, paths: list[KGPath], g: nx.MultiDiGraph) -> list[KGExample]:
         """The retained examples, written to ``kg_examples.jsonl``."""

@@ -29,7 +29,8 @@ from __future__ import annotations
 import math
 import os
 import re
-from difflib import get_close_matches
+from difflib import SequenceMatcher
+from functools import lru_cache
 from typing import Any
 
 from rubricforge.config import Config
@@ -73,12 +74,22 @@ def _same_stem(a: str, b: str) -> bool:
     return prefix >= 5 and prefix >= 0.8 * min(len(a), len(b))
 
 
+@lru_cache(maxsize=1 << 16)
+def _similar(word: str, other: str) -> bool:
+    """Same stem, or a close spelling: difflib's ratio at least WORD_FUZZ (what get_close_matches tests), once
+    per pair of words (the rule checks compare the same words many times: every rubric pair, every statement)."""
+    if _same_stem(word, other):
+        return True
+    m = SequenceMatcher(None, other, word)
+    return m.real_quick_ratio() >= WORD_FUZZ and m.quick_ratio() >= WORD_FUZZ and m.ratio() >= WORD_FUZZ
+
+
 def _word_found(word: str, vocabulary: set[str]) -> bool:
     if word in vocabulary:
         return True
     if len(word) < 5:
         return False
-    return any(_same_stem(word, v) for v in vocabulary) or bool(get_close_matches(word, vocabulary, n=1, cutoff=WORD_FUZZ))
+    return any(_similar(word, v) for v in vocabulary)
 
 
 def _found(words: list[str], other: list[str]) -> int:
