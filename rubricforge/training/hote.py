@@ -249,7 +249,8 @@ class HoteRun:
     # -------------------------------------------------- trainers
 
     def _args(self, role: str, group: int, prompts: int, steps: int) -> Any:
-        from trl import GRPOConfig
+        with needs("train"):
+            from trl import GRPOConfig
 
         from rubricforge.training.grpo import grpo_args, trl_config
 
