@@ -138,6 +138,7 @@ class Verification(Record):
     rule_failures: list[str] = Field(default_factory=list)  # of the revised rubrics
     implementation_guidance: Any = None
     raw: str | None = None  # the verifier's text when unparseable
+    rejected_revisions: list[dict[str, Any]] = Field(default_factory=list)  # earlier answers whose revision failed
 
 
 class Provenance(Record):

@@ -125,10 +125,13 @@ STEP_ANSWERS = {
          "importance": "high"},
         {"description": "States that the Varroa mite spreads viruses that weaken colonies.",
          "evidence_ids": ["E2", "E2"], "importance": "medium"}],
-    "merge-logical": [{"rubrics": [
-        {"description": "Explains how pollination value and colony losses affect each other.", "importance": "high"},
-        {"description": "Distinguishes well-established findings from uncertain or disputed ones.", "importance": "medium"},
-        {"description": "Concludes with a judgement weighed against the cited evidence.", "importance": "low"}]}],
+    "merge-logical": [  # one call per kind of LOGICAL_KINDS
+        {"fact_ids": ["F1", "F2"], "description": "Compares the value of pollination with the cost of colony losses.",
+         "importance": "high"},
+        {"fact_ids": ["F2", "F2"], "description": "Explains how mite-borne viruses shape the services a colony can give.",
+         "importance": "medium"},
+        {"fact_ids": ["F2", "F1"], "description": "Distinguishes well-established findings from disputed ones.",
+         "importance": "low"}],
 }
 
 
@@ -168,12 +171,29 @@ def test_stepwise_merge_replayed_selects_leaves_writes_one_criterion_per_leaf_an
     assert factual[1].evidence == [leaves["n2"].statements[1].text]
     assert [r.type for r in cand.rubrics] == ["factual"] * 2 + ["logical"] * 3  # min_rubrics 5 - 2 leaves
     assert [r.id for r in cand.rubrics] == ["R1", "R2", "R3", "R4", "R5"]
-    assert [s["step"] for s in cand.merge_trace] == ["select", "question", "criterion", "criterion", "logical"]
+    assert [s["step"] for s in cand.merge_trace] == ["select", "question", "criterion", "criterion"] + ["logical"] * 3
     assert check_rules(cand, tiny_tree(), STEPWISE) == []
     assert [r.passage_ids for r in factual] == [["p1"], ["p4"]]
     by_stage = client.ledger.summary()["by_stage"]
     assert {k: int(v["calls"]) for k, v in by_stage.items()} == {
-        "merge-select": 1, "merge-question": 1, "merge-criterion": 2, "merge-logical": 1}
+        "merge-select": 1, "merge-question": 1, "merge-criterion": 2, "merge-logical": 3}
+
+
+def test_logical_rubrics_are_asked_for_one_kind_at_a_time_shown_the_facts_not_the_question():
+    from rubricforge.pipelines.tree.synthesis import LOGICAL_KINDS
+
+    capture = Capture(STEP_ANSWERS)
+    asyncio.run(synthesize(tiny_tree(), capture, STEPWISE))
+    prompts = [messages[0]["content"] for _, messages, _, stage, _ in capture.calls if stage == "merge-logical"]
+    assert [f'of the kind "{kind}"' in p for p, (kind, _) in zip(prompts, LOGICAL_KINDS, strict=True)] == [True] * 3
+    assert all("[F1] honey bees pollinate a third of human food crops." in p and QUESTION not in p for p in prompts)
+    first = STEP_ANSWERS["merge-logical"][0]["description"]
+    assert "already written" not in prompts[0] and f"already written:\n- {first}\n" in prompts[1]
+
+
+def test_a_logical_rubric_cites_the_leaves_of_the_facts_it_relates(tmp_path):
+    cand = asyncio.run(synthesize(tiny_tree(), stepwise_client(tmp_path), STEPWISE))
+    assert [r.source_leaf_ids for r in cand.rubrics if r.type == "logical"] == [["n4", "n2"], ["n2"], ["n2", "n4"]]
 
 
 def test_a_rubric_step_that_repeats_an_earlier_rubric_is_asked_again_and_told_why(tmp_path):
@@ -193,13 +213,18 @@ def test_text_patterns_keep_the_json_string_closed():
     model close the JSON string early and leave the rest of the answer behind it (seen with the 1.5B)."""
     import re
 
-    from rubricforge.pipelines.tree.synthesis import FACT_PATTERN, LOGIC_PATTERN, QUESTION_PATTERN
+    from rubricforge.pipelines.tree.synthesis import FACT_PATTERN, LOGICAL_KINDS, QUESTION_PATTERN
 
     assert re.match(FACT_PATTERN, "States that moths belong to the order Lepidoptera.")
-    assert re.match(LOGIC_PATTERN, "Compares moths with butterflies in wing shape and activity.")
     assert re.match(QUESTION_PATTERN, "How do moths differ from butterflies in classification?")
     assert not re.match(FACT_PATTERN, 'States that moths fly", "importance": "high"}.')
-    assert not re.match(LOGIC_PATTERN, "The answer should be well organized and clear.")
+    logical = dict(LOGICAL_KINDS)
+    for kind, example in [("comparison", "Compares moths with butterflies."),
+                          ("cause and effect", "Explains how wing scales affect flight."),
+                          ("distinction", "Distinguishes geometer moths from silk moths.")]:
+        assert re.match(logical[kind], example)
+        assert not re.match(logical[kind], example[:-1] + '", "importance": "high"}.')
+        assert not re.match(logical[kind], "The answer should be well organized and clear.")
 
 
 def test_stepwise_grammars_allow_only_the_ids_shown():
@@ -212,8 +237,8 @@ def test_stepwise_grammars_allow_only_the_ids_shown():
     assert evidence["items"]["enum"] == ["E1", "E2"]
     with pytest.raises(ValidationError):
         criterion_model(("E1",)).model_validate({"description": "d", "evidence_ids": ["E3"], "importance": "high"})
-    logical = schema_of(logical_model(3))["properties"]["rubrics"]
-    assert (logical["minItems"], logical["maxItems"]) == (3, 3)
+    logical = schema_of(logical_model(("F1", "F2"), "^Compares .+$"))["properties"]
+    assert logical["fact_ids"]["items"]["enum"] == ["F1", "F2"] and logical["description"]["pattern"] == "^Compares .+$"
 
 
 def test_a_failed_step_becomes_a_recorded_failure_naming_the_step(tmp_path):

@@ -8,7 +8,7 @@ import json
 import pytest
 from pydantic import ValidationError
 from test_serialize import good_rubrics, tiny_tree
-from test_synthesis import replay_client
+from test_synthesis import Capture, replay_client
 
 from rubricforge.config import Config
 from rubricforge.pipelines.tree.rules import check_rules
@@ -54,12 +54,13 @@ def _answer(decision: str, **fields) -> dict:
             "implementation_guidance": None, **fields}
 
 
-def _verify(tmp_path, answer, cfg=None):
-    cfg = cfg or Config()
-    cand = checked_candidate(cfg)
-    messages = verify_messages(audit_sample(cand, tiny_tree(), cfg))
-    client = replay_client(tmp_path, [("verifier", messages, VerifyOutput, "verify", answer)])
-    verification = asyncio.run(verify(cand, tiny_tree(), client, cfg))
+def _verify(tmp_path, *answers):
+    """The verification of the checked candidate, replayed from ``answers`` (one per verifier call, all used)."""
+    cand = checked_candidate(Config())
+    capture = Capture({"verify": list(answers)})
+    asyncio.run(verify(cand, tiny_tree(), capture, Config()))
+    assert capture.answers["verify"] == []
+    verification = asyncio.run(verify(cand, tiny_tree(), replay_client(tmp_path, capture.calls), Config()))
     return cand, verification
 
 
@@ -112,16 +113,36 @@ def test_revise_uses_the_revision_after_it_passes_the_rules(tmp_path):
     assert cand.question == QUESTION  # the candidate itself is untouched
 
 
-def test_revise_with_failing_revision_is_recorded_and_not_retained(tmp_path):
+def test_revise_with_failing_revision_is_asked_again_then_recorded_and_not_retained(tmp_path):
     bad = revised_rubrics(source_leaf_ids=["n3"])[:4]  # n3 is not selected; only 4 rubrics
-    cand, verification = _verify(tmp_path, _answer("REVISE", revised_rubrics=bad))
+    cand, verification = _verify(tmp_path, *[_answer("REVISE", revised_rubrics=bad)] * 2)
     assert "R1: source leaf 'n3' is not among the selected leaves" in verification.rule_failures
     assert "only 4 rubrics; at least 5 required" in verification.rule_failures
+    assert [r["rule_failures"] for r in verification.rejected_revisions] == [verification.rule_failures]
     assert final_example(cand, verification, tiny_tree(), Config(), PROVENANCE) is None
     too_many = revised_rubrics() + [dict(revised_rubrics()[4], id=f"R{i}", description=f"Uses section {i} headings.")
                                     for i in range(6, 10)]
-    _, verification = _verify(tmp_path / "b", _answer("REVISE", revised_rubrics=too_many))
+    _, verification = _verify(tmp_path / "b", *[_answer("REVISE", revised_rubrics=too_many)] * 2)
     assert "9 rubrics; at most 8 allowed" in verification.rule_failures
+
+
+def test_a_verifier_told_why_its_revision_fails_may_keep_the_original(tmp_path):
+    """A small verifier "revised" a sound pair into duplicates (seen with the 1.5B): it is shown the failures and
+    answers again; its last answer stands and the rejected revision stays on record."""
+    duplicated = [revised_rubrics()[0], dict(revised_rubrics()[0], id="R2")] + revised_rubrics()[2:]
+    cand = checked_candidate(Config())
+    capture = Capture({"verify": [_answer("REVISE", revised_rubrics=duplicated), _answer("KEEP")]})
+    verification = asyncio.run(verify(cand, tiny_tree(), capture, Config()))
+    assert verification.decision == "KEEP" and verification.rule_failures == []
+    [rejected] = verification.rejected_revisions
+    assert rejected["rule_failures"] == ["R1 and R2 are duplicates (word overlap 1.00)"]
+    assert [r["description"] for r in rejected["revised_rubrics"]][:2] == [duplicated[0]["description"]] * 2
+    recheck = capture.calls[1][1]
+    assert recheck[:-2] == verify_messages(audit_sample(cand, tiny_tree(), Config()))
+    assert recheck[-2]["role"] == "assistant" and json.loads(recheck[-2]["content"])["decision"] == "REVISE"
+    assert "R1 and R2 are duplicates (word overlap 1.00)" in recheck[-1]["content"]
+    example = final_example(cand, verification, tiny_tree(), Config(), PROVENANCE)
+    assert example is not None and example.question == QUESTION and example.decision == "KEEP"
 
 
 def test_drop_follows_keep_decisions(tmp_path):
@@ -185,8 +206,13 @@ def test_real_local_model_synthesizes_and_verifies_a_tiny_tree(tmp_path):
 
 def test_provenance_prompt_names_are_real_prompt_files():
     from rubricforge.pipelines.prompting import prompt_hashes
-    from rubricforge.pipelines.tree.verification import PROMPTS_BY_SOURCE
+    from rubricforge.pipelines.tree.verification import prompt_names
 
     hashes = prompt_hashes()
-    assert set(PROMPTS_BY_SOURCE) == {"tree", "closed-book", "search"}
-    assert all(name in hashes for names in PROMPTS_BY_SOURCE.values() for name in names)
+    cand = checked_candidate(Config())
+    stepwise = cand.model_copy(update={"selection_trace": {"mode": "stepwise"}})
+    search = cand.model_copy(update={"rubric_source": "search"})
+    for c in (cand, stepwise, search, cand.model_copy(update={"rubric_source": "closed-book"})):
+        assert all(name in hashes for name in prompt_names(c))
+    assert "merge" in prompt_names(cand) and "merge_logical" in prompt_names(stepwise)
+    assert "baseline_search" in prompt_names(search)

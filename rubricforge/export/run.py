@@ -96,7 +96,7 @@ def load_run(run_dir: str | Path, cfg: Config | None = None) -> RunData:
 def derive_examples(run: RunData) -> list[Example]:
     """The retained rows, from candidates + verdicts + trees (what the build keeps)."""
     from rubricforge.pipelines.prompting import prompt_hashes
-    from rubricforge.pipelines.tree.verification import PROMPTS_BY_SOURCE, final_example
+    from rubricforge.pipelines.tree.verification import final_example, prompt_names
 
     hashes = run.manifest.get("prompt_hashes") or prompt_hashes()
     out = []
@@ -105,7 +105,7 @@ def derive_examples(run: RunData) -> list[Example]:
         if verdict is None or tree is None:
             continue
         bits = {"models": run.models(), "corpus_hash": run.corpus_hash(),
-                "prompt_hashes": {n: hashes[n] for n in PROMPTS_BY_SOURCE[cand.rubric_source] if n in hashes}}
+                "prompt_hashes": {n: hashes[n] for n in prompt_names(cand) if n in hashes}}
         if (example := final_example(cand, verdict, tree, run.cfg, bits)) is not None:
             out.append(example)
     return out

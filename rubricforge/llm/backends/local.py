@@ -3,7 +3,8 @@ in this process.
 
 Structured output uses llama.cpp's JSON-schema grammar; if a schema cannot become a grammar llama.cpp
 falls back to plain JSON, which the client still validates. Calls run in a worker thread under the
-shared model's lock. Tokens come from the response; cost is 0.
+shared model's lock, from an empty KV cache, so an answer depends on its request alone. Tokens come from the
+response; cost is 0.
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ class LocalBackend:
         if request.schema is not None:
             kwargs["response_format"] = {"type": "json_object", "schema": request.schema}
         with LLAMA_LOCK:
+            # llama-cpp-python reuses the KV cache of the previous prompt's common prefix, and that changes the
+            # logits slightly: without a reset an answer would depend on which call ran before it.
+            llama.reset()
             try:
                 return llama.create_chat_completion(messages=request.messages, **kwargs)
             except ValueError as exc:  # e.g. the prompt exceeds the context window

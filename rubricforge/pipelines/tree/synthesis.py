@@ -11,7 +11,8 @@ Two modes (``build.merge``; ``auto`` = stepwise for the embedded models, single 
   short calls — (1) select 2–4 leaves (the grammar allows only ids of leaves with evidence), (2) write
   the question from the selected leaves, (3) one factual rubric per selected leaf, its evidence chosen
   by id from that leaf's statements (so evidence is always a statement verbatim), (4) the logical
-  rubrics, as many as ``build.min_rubrics`` still needs (at least 2). Importance is ``high`` /
+  rubrics, as many as ``build.min_rubrics`` still needs (at least 2), one per call, each of one kind of
+  :data:`LOGICAL_KINDS` whose shape the grammar keeps. Importance is ``high`` /
   ``medium`` / ``low`` (weights :data:`IMPORTANCE`). A rubric step whose answer repeats an earlier rubric
   or the question (the rule checks' duplicate and leak tests) is asked again, told why, up to
   :data:`STEP_RECHECKS` times. ``merge_trace`` records the steps and the rejected answers.
@@ -111,8 +112,14 @@ def select_model(leaf_ids: tuple[str, ...], low: int, high: int) -> type[BaseMod
 # through, the JSON string's closing quote included, so every class leaves out '"' and '\\'.
 QUESTION_PATTERN = r'^[^?\n"\\]{20,280}[?]$'  # one sentence that ends with its only question mark
 FACT_PATTERN = r'^States that [^.?!\n"\\]{10,180}[.]$'  # a factual rubric states one fact of its evidence
-LOGIC_PATTERN = (r'^(Explains|Compares|Distinguishes|Connects|Relates|Weighs|Concludes|Contrasts|Discusses) '
-                 r'[^.?!\n"\\]{10,180}[.]$')  # a logical rubric says what a good answer does
+_PHRASE = r'[^.?!\n"\\]{5,90}'
+# stepwise step 4: the kinds of logical rubric, one each in turn: (kind, grammar pattern). The prompt names the kind
+# and its first word, no more: a small model copies a description or an example into the rubric.
+LOGICAL_KINDS = (
+    ("comparison", rf"^Compares {_PHRASE} with {_PHRASE}[.]$"),
+    ("cause and effect", r'^Explains (how|why) [^.?!\n"\\]{10,160}[.]$'),
+    ("distinction", rf"^Distinguishes {_PHRASE} from {_PHRASE}[.]$"),
+)
 # A schema-only hint: the grammar makes a small model write one question, not several run together and cut off
 # at the length bound; validation does not enforce it.
 QuestionText = Annotated[str, Field(json_schema_extra={"pattern": QUESTION_PATTERN})]
@@ -134,15 +141,14 @@ def criterion_model(evidence_ids: tuple[str, ...]) -> type[BaseModel]:
                         description=(fact, ...), importance=(Importance, ...))
 
 
-class LogicalOut(BaseModel):
-    description: Annotated[str, Field(json_schema_extra={"pattern": LOGIC_PATTERN})]
-    importance: Importance
-
-
 @lru_cache(maxsize=None)
-def logical_model(n: int) -> type[BaseModel]:
-    """Step 4 answer: exactly ``n`` logical rubrics."""
-    return create_model(f"Logical{n}", rubrics=(list[LogicalOut], Field(min_length=n, max_length=n)))
+def logical_model(fact_ids: tuple[str, ...], pattern: str) -> type[BaseModel]:
+    """Step 4 answer: the two facts (of ``fact_ids``) it relates, chosen first, then one logical rubric of the shape
+    ``pattern``."""
+    ids = Field(json_schema_extra={"minItems": 2, "maxItems": 2})
+    text = Annotated[str, Field(json_schema_extra={"pattern": pattern})]
+    return create_model("LogicalCriterion", fact_ids=(list[Literal[fact_ids]], ids),  # type: ignore[valid-type]
+                        description=(text, ...), importance=(Importance, ...))
 
 
 class _StepFailed(Exception):
@@ -216,38 +222,47 @@ class _Stepwise:
                         statements="\n".join(f"[{e}] {t}" for e, t in zip(labels, statements, strict=True)))
         by_label = dict(zip(labels, statements, strict=True))
 
-        def item(out: Any) -> list[dict[str, Any]]:
-            return [{"type": "factual", "description": out.description.strip(), "weight": IMPORTANCE[out.importance],
-                     "source_leaf_ids": [leaf.id], "evidence": [by_label[e] for e in dict.fromkeys(out.evidence_ids)]}]
+        def item(out: Any) -> dict[str, Any]:
+            return {"type": "factual", "description": out.description.strip(), "weight": IMPORTANCE[out.importance],
+                    "source_leaf_ids": [leaf.id], "evidence": [by_label[e] for e in dict.fromkeys(out.evidence_ids)]}
 
-        [factual] = await self._checked("criterion", prompt, criterion_model(tuple(labels)), item, question, written,
-                                        [leaf.id])
-        return factual
+        return await self._checked("criterion", prompt, criterion_model(tuple(labels)), item, question, written,
+                                   [leaf.id])
 
     async def _logical(self, root: str, question: str, factual: list[dict[str, Any]], selected: int) -> list[dict[str, Any]]:
-        n = max(MIN_LOGICAL, self.cfg.build.min_rubrics - selected)
-        listed = "\n".join(f"- {c['description']}" for c in factual)
+        """``build.min_rubrics`` less the factual ones (at least :data:`MIN_LOGICAL`), one call each, the kinds of
+        :data:`LOGICAL_KINDS` in turn; a logical rubric's source leaves are those of the two facts it relates."""
+        labels = [f"F{i}" for i in range(1, len(factual) + 1)]
+        by_label = dict(zip(labels, factual, strict=True))
+        facts = "\n".join(f"[{f}] {c['description'].removeprefix('States that ')}" for f, c in by_label.items())
+        logical: list[dict[str, Any]] = []
 
-        def items(out: Any) -> list[dict[str, Any]]:
-            return [{"type": "logical", "description": r.description.strip(), "weight": IMPORTANCE[r.importance]}
-                    for r in out.rubrics]
+        def item(out: Any) -> dict[str, Any]:
+            leaves = [leaf for f in dict.fromkeys(out.fact_ids) for leaf in by_label[f]["source_leaf_ids"]]
+            return {"type": "logical", "description": out.description.strip(), "weight": IMPORTANCE[out.importance],
+                    "source_leaf_ids": list(dict.fromkeys(leaves))}
 
-        return await self._checked("logical", render("merge_logical", root=root, factual=listed, n=n),
-                                   logical_model(n), items, question, factual, [c["description"] for c in factual])
+        for k in range(max(MIN_LOGICAL, self.cfg.build.min_rubrics - selected)):
+            kind, pattern = LOGICAL_KINDS[k % len(LOGICAL_KINDS)]
+            written = "".join(f"- {c['description']}\n" for c in logical)
+            prompt = render("merge_logical", root=root, facts=facts, kind=kind, start=pattern[1:].split(" ", 1)[0],
+                            written=f"Logical rubrics already written:\n{written}" if written else "",
+                            different=" and different from the rubrics already written" if written else "")
+            logical.append(await self._checked("logical", prompt, logical_model(tuple(labels), pattern), item,
+                                               question, factual + logical, [c["description"] for c in factual]))
+        return logical
 
-    async def _checked(self, step: str, prompt: str, output: type[BaseModel], items: Any, question: str,
-                       written: list[dict[str, Any]], inputs: list[str]) -> list[dict[str, Any]]:
-        """One rubric step, re-asked (told why) while its rubrics repeat ``written``, each other or the question."""
+    async def _checked(self, step: str, prompt: str, output: type[BaseModel], item: Any, question: str,
+                       written: list[dict[str, Any]], inputs: list[str]) -> dict[str, Any]:
+        """One rubric, re-asked (told why) while it repeats a rubric of ``written`` or the question."""
         for attempt in range(STEP_RECHECKS + 1):
-            new = items(await self._ask(step, prompt, output))
-            descriptions = [c["description"] for c in new]
+            new = item(await self._ask(step, prompt, output))
             failures = overlap_failures(question, [Criterion(id=f"R{i}", description=c["description"], weight=c["weight"])
-                                                   for i, c in enumerate(written + new, start=1)])
-            entry: dict[str, Any] = {"step": step, "inputs": inputs, "output": descriptions[0] if step == "criterion"
-                                     else descriptions}
+                                                   for i, c in enumerate([*written, new], start=1)])
+            entry: dict[str, Any] = {"step": step, "inputs": inputs, "output": new["description"]}
             if failures and attempt < STEP_RECHECKS:
                 entry["rejected"] = failures
-                prompt += (f"\nYour answer {json.dumps(descriptions, ensure_ascii=False)} was rejected: "
+                prompt += (f"\nYour answer {json.dumps(new['description'], ensure_ascii=False)} was rejected: "
                            f"{'; '.join(failures)}. Write a different one.")
             self.trace.append(entry)
             if not failures:

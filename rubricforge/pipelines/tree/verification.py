@@ -6,8 +6,11 @@ DROP. A REVISE may replace the question and/or the rubrics (5–8 of them); the 
 through the same rule checks as the original, against the selected leaves only, and its failures are
 recorded in ``Verification.rule_failures``.
 
-Policy: a REVISE whose revision fails the rule checks is not retained (:func:`final_example` returns
-None) — every retained example passes the deterministic checks. An unreadable verifier answer is
+Policy: a REVISE whose revision fails the rule checks is shown the failures and asked again (ours; up to
+:data:`REVISION_RECHECKS` times; the earlier answers are kept in ``rejected_revisions``): a small verifier often
+"revises" a sound pair into duplicates. Its last answer stands; if that is still a REVISE that fails the rule
+checks, the candidate is not retained (:func:`final_example` returns None) — every retained example passes the
+deterministic checks. An unreadable verifier answer is
 recorded as ``UNPARSEABLE`` with the raw text, never guessed, and is not retained.
 """
 
@@ -33,10 +36,19 @@ if TYPE_CHECKING:
 
 MAX_LIST = 10  # schema-only maxItems for the free lists (tags, issues): steers decoding, never rejects
 REVISED_MAX_RUBRICS = 8  # Fig. 12: "Output 5–8 rubric objects" (the minimum is build.min_rubrics)
+REVISION_RECHECKS = 1  # a REVISE whose revision fails the rule checks is asked again this many times
 
 # prompt files behind a candidate of each rubric source (for provenance hashes)
-PROMPTS_BY_SOURCE = {"tree": ["merge", "verify"], "closed-book": ["baseline_closed_book", "verify"],
-                     "search": ["baseline_search", "verify"]}
+_GENERATION_PROMPTS = {"tree": ["merge"], "closed-book": ["baseline_closed_book"], "search": ["baseline_search"]}
+_STEPWISE_PROMPTS = ["merge_select", "merge_question", "merge_criterion", "merge_logical"]
+
+
+def prompt_names(candidate: Candidate) -> list[str]:
+    """The prompt files behind a candidate and its verification (for provenance hashes)."""
+    trace = candidate.selection_trace
+    stepwise = isinstance(trace, dict) and trace.get("mode") == "stepwise"
+    return [*(_STEPWISE_PROMPTS if stepwise else _GENERATION_PROMPTS[candidate.rubric_source]),
+            "verify", "verify_recheck"]
 
 
 class VerifyOutput(BaseModel):
@@ -88,13 +100,27 @@ def verify_messages(sample: dict[str, Any]) -> list[dict[str, str]]:
 
 
 async def verify(candidate: Candidate, tree: EvidenceTree, client: LLMClient, cfg: Config) -> Verification:
-    """Audit one rule-checked candidate; a REVISE's revision is rule-checked again."""
-    res = await client.generate("verifier", verify_messages(audit_sample(candidate, tree, cfg)),
-                                output=VerifyOutput, stage="verify")
-    if not res.ok or res.value is None:
-        return Verification(candidate_id=candidate.id, decision="UNPARSEABLE", raw=res.text or "",
-                            justification=f"verifier output unreadable: {res.error or 'no output'}")
-    out: VerifyOutput = res.value
+    """Audit one rule-checked candidate; a REVISE's revision is rule-checked, and asked again while it fails."""
+    messages = verify_messages(audit_sample(candidate, tree, cfg))
+    rejected: list[dict[str, Any]] = []
+    for attempt in range(REVISION_RECHECKS + 1):
+        res = await client.generate("verifier", messages, output=VerifyOutput, stage="verify")
+        if not res.ok or res.value is None:
+            return Verification(candidate_id=candidate.id, decision="UNPARSEABLE", raw=res.text or "",
+                                justification=f"verifier output unreadable: {res.error or 'no output'}",
+                                rejected_revisions=rejected)
+        verification = _verification(res.value, candidate, tree, cfg)
+        if not (verification.decision == "REVISE" and verification.rule_failures) or attempt == REVISION_RECHECKS:
+            break
+        rejected.append(verification.model_dump(include={"revised_question", "revised_rubrics", "rule_failures"}))
+        messages = [*messages, {"role": "assistant", "content": res.text},
+                    {"role": "user", "content": render("verify_recheck", failures="; ".join(verification.rule_failures))}]
+    verification.rejected_revisions = rejected
+    return verification
+
+
+def _verification(out: VerifyOutput, candidate: Candidate, tree: EvidenceTree, cfg: Config) -> Verification:
+    """The record of one verifier answer; a REVISE's revision is rule-checked."""
     verification = Verification(candidate_id=candidate.id, decision=out.decision, error_tags=out.error_tags,
                                 major_issues=out.major_issues, justification=out.justification,
                                 fix_plan=out.fix_plan, implementation_guidance=out.implementation_guidance)
