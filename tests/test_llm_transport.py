@@ -137,3 +137,17 @@ def test_cancelled_waiters_do_not_leak_slots():
         await asyncio.wait_for(sem.acquire(), timeout=5)  # the slot is free again, not lost
 
     asyncio.run(run())
+
+
+def test_the_direct_client_takes_its_proxy_from_the_environment(monkeypatch):
+    from rubricforge.llm.backends.openai_http import _proxy
+
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.example:3128")
+    monkeypatch.setenv("NO_PROXY", "localhost,127.0.0.1")
+    _proxy.cache_clear()
+    try:
+        assert _proxy("http://gpu-box:8000/v1/chat/completions") == "http://proxy.example:3128"
+        assert _proxy("http://127.0.0.1:8000/v1/chat/completions") is None
+        assert _proxy("https://gpu-box/v1/chat/completions") is None  # no HTTPS_PROXY
+    finally:
+        _proxy.cache_clear()
