@@ -37,7 +37,8 @@ The timing line splits the wall time, by the server's first arrival and last ans
 (opening the index), the LLM phase and the finish (the build summary), and gives the pipeline's CPU time
 per request: below a latency of about C x that, the client's CPU, not the LLM, bounds the level. Above
 it, expect an overhead of about C x CPU per request / latency: with a fixed latency the trees move in
-step, and the work that follows each round of C answers runs on the one event loop.
+step, and the work that follows each round of C answers runs on the one event loop. The fake server's
+CPU per request is printed too: it runs on the same cores, as do other programs (note the load average).
 
 The fake server (``tests/llm_fakes.py``'s :class:`FakeOpenAI`) runs in its own process, so it does not
 compete with the pipeline for the GIL. It answers every request after exactly the latency with the
@@ -111,10 +112,12 @@ def serve(conn: Any, latency_s: float) -> None:
     responder = Responder(latency_s)
     with FakeOpenAI(responder=responder, keep_requests=False) as fake:
         conn.send(fake.api_base)
+        cpu = time.process_time()
         while conn.recv() == "stats":
             conn.send({"first": responder.first, "last": responder.last, "requests": fake.n_requests,
-                       "max_in_flight": fake.max_in_flight})
+                       "max_in_flight": fake.max_in_flight, "cpu_s": time.process_time() - cpu})
             responder.reset()
+            cpu = time.process_time()
             fake.n_requests = fake.max_in_flight = 0
 
 
@@ -236,6 +239,7 @@ def run_level(base: Config, conn: Any, api_base: str, concurrency: int, n_trees:
             "overhead_pct": 100 * (wall / ideal - 1), "startup_s": server["first"] - t0, "llm_phase_s": span,
             "llm_phase_ratio": span / ideal, "finish_s": t0 + wall - server["last"],
             "cpu_ms_per_request": 1000 * cpu / max(requests, 1),
+            "server_cpu_ms_per_request": 1000 * server["cpu_s"] / max(server["requests"], 1),
             "slots": slots, "chain_s": chain, "graph_ideal_s": graph, "graph_ratio": wall / graph,
             "graph_overhead_pct": 100 * (wall / graph - 1), "graph_llm_phase_ratio": span / graph}
 
@@ -252,7 +256,8 @@ def print_level(r: dict[str, Any]) -> None:
           f"wall/ideal {r['ratio']:5.2f}  overhead {r['overhead_pct']:6.1f}%  (startup {r['startup_s']:4.2f} s, "
           f"LLM phase {r['llm_phase_s']:6.2f} s = {r['llm_phase_ratio']:.2f} x ideal, finish {r['finish_s']:4.2f} s)  "
           f"peak in flight {r['max_in_flight']:>2}  CPU {r['cpu_ms_per_request']:4.1f} ms/request "
-          f"(CPU-bound below {r['concurrency'] * r['cpu_ms_per_request']:.0f} ms latency)", flush=True)
+          f"(CPU-bound below {r['concurrency'] * r['cpu_ms_per_request']:.0f} ms latency; the fake server's "
+          f"{r['server_cpu_ms_per_request']:.1f} ms/request on the same cores)", flush=True)
     slots = ", ".join(f"{role} {n}" for role, n in r["slots"].items() if role != "judge")
     print(f"C={r['concurrency']:<3} graph   ideal of the call graph {r['graph_ideal_s']:6.2f} s (slots: {slots}; longest "
           f"chain {r['chain_s']:5.2f} s)  wall/ideal {r['graph_ratio']:5.2f}  overhead {r['graph_overhead_pct']:6.1f}%  "
