@@ -157,7 +157,7 @@ class OpenAIHTTPBackend:
         try:
             data = json.loads(body)
         except (ValueError, UnicodeDecodeError):
-            raise TransientError(f"the server's answer is not JSON: {body[:200]!r}") from None
+            raise TransientError(f"the server's answer is not JSON: {body[:200].decode('utf-8', 'replace')!r}") from None
         choices = data.get("choices") if isinstance(data, dict) else None
         message = choices[0].get("message") if choices and isinstance(choices[0], dict) else None
         if not isinstance(message, dict):
