@@ -1,8 +1,20 @@
 """Synthesis benchmark: the main job (``run_build``) against a fake OpenAI-compatible server with fixed latency.
 
 Prints LLM calls and tokens per tree and per retained example, and the wall time at each concurrency
-level against the ideal measured in the same run: ideal = total LLM latency / concurrency
-= requests x latency / C, what C always-busy request slots would need for this level's requests.
+level against two ideals computed in the same run:
+
+* ``requests x latency / C``: what C always-busy, interchangeable request slots would need for this
+  level's requests. A lower bound only: no real schedule of this work reaches it (below).
+* the ideal of the call graph: the same run with no orchestration cost. Every LLM call of the level is
+  recorded (its tree, role, when issued and answered); a call depends on the calls of its tree that were
+  answered before it was issued. :func:`simulate` replays that graph with every call taking exactly its
+  requests x latency and each role's slots served first ready, first served, as the client's limits do.
+  The gap between wall time and this ideal is what the orchestration costs: the issue's "overhead
+  against the ideal". It exceeds the first ideal because the slots are not interchangeable and the
+  calls are not independent: the verifier's C // 8 slots only get work at the end of each tree, when
+  the trees, moving in step, all reach it together (at 1 s and C = 64: 128 verifications on 8 slots,
+  16 s, after a generator phase of about 21 s), and no tree finishes faster than its longest chain of
+  dependent calls (printed too).
 
     .venv/bin/python benchmarks/synthesis.py                       # levels 1,4,16,64 at 50 ms per call
     .venv/bin/python benchmarks/synthesis.py --latency-ms 1000 --levels 16,64 --trees 1 --json out.json
@@ -11,12 +23,10 @@ A level. Concurrency C = LLM requests in flight: every role uses the same model 
 concurrency limits are per role, so the generator gets C - C // 8 slots and the verifier C // 8 (at least
 one each; C = 1 runs both roles with one slot each, one request of each at most). Level C builds ``--trees`` x C
 trees, all admitted at once (``build.tree_concurrency`` = the number of trees), so only the LLM slots
-limit the work. Scaling the trees with C keeps the work per slot, and so the ideal, about equal at
-every level (``--trees`` x calls per tree x latency) and well above the critical path of one tree
-(about ten dependent calls: extract, decompose, ground, extract, ..., merge, verify). The gap between
-wall time and the ideal is then orchestration: the LLM client (the direct HTTP client, as for any ``openai/``
-model with an api_base), retrieval and query embedding on the event loop, the rule checks, the stage logs, the
-manifest and the export. Each level runs in a fresh run
+limit the work. Scaling the trees with C keeps the work per slot about equal at every level
+(``--trees`` x calls per tree x latency). The orchestration is the LLM client (the direct HTTP client,
+as for any ``openai/`` model with an api_base), retrieval and query embedding on the event loop, the rule
+checks, the stage logs, the manifest and the export. Each level runs in a fresh run
 directory with the LLM cache off, after an unreported one-tree warm-up (imports, model load). The
 corpus index (``--docs`` documents of the default corpus, one seed per document) is built once, in a
 temporary folder. ``--torch-threads`` (default 1) applies while the levels run: a single short query
@@ -24,10 +34,11 @@ gains nothing from more threads, and on a loaded 2-core machine two OpenMP threa
 other made every query embedding about ten times slower.
 
 The timing line splits the wall time, by the server's first arrival and last answer, into startup
-(opening the index), the LLM phase and the finish (export, viewer), and gives the pipeline's CPU time
+(opening the index), the LLM phase and the finish (the build summary), and gives the pipeline's CPU time
 per request: below a latency of about C x that, the client's CPU, not the LLM, bounds the level. Above
 it, expect an overhead of about C x CPU per request / latency: with a fixed latency the trees move in
-step, and the work that follows each round of C answers runs on the one event loop.
+step, and the work that follows each round of C answers runs on the one event loop. The fake server's
+CPU per request is printed too: it runs on the same cores, as do other programs (note the load average).
 
 The fake server (``tests/llm_fakes.py``'s :class:`FakeOpenAI`) runs in its own process, so it does not
 compete with the pipeline for the GIL. It answers every request after exactly the latency with the
@@ -44,6 +55,10 @@ import sys
 import tempfile
 import threading
 import time
+from collections import defaultdict
+from contextlib import contextmanager
+from contextvars import ContextVar
+from heapq import heappop, heappush
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +73,7 @@ from pipeline_fake import pipeline_answer  # noqa: E402
 from rubricforge.config import Config, load_config  # noqa: E402
 
 MODEL = "openai/fake-fixed-latency"
+_TREE: ContextVar[int] = ContextVar("synthesis_benchmark_tree", default=-1)
 
 
 def parse_args() -> argparse.Namespace:
@@ -96,23 +112,95 @@ def serve(conn: Any, latency_s: float) -> None:
     responder = Responder(latency_s)
     with FakeOpenAI(responder=responder, keep_requests=False) as fake:
         conn.send(fake.api_base)
+        cpu = time.process_time()
         while conn.recv() == "stats":
             conn.send({"first": responder.first, "last": responder.last, "requests": fake.n_requests,
-                       "max_in_flight": fake.max_in_flight})
+                       "max_in_flight": fake.max_in_flight, "cpu_s": time.process_time() - cpu})
             responder.reset()
+            cpu = time.process_time()
             fake.n_requests = fake.max_in_flight = 0
 
 
+# ---------------------------------------------------------------- the call graph and the ideals
+
+
+@contextmanager
+def traced_calls() -> Any:
+    """Records every LLM call of the trees built inside: (tree, role, issued, answered, requests), times
+    from ``time.monotonic()``. Wraps ``TreeWorker.run`` (which tree) and ``LLMClient.generate``."""
+    from rubricforge.llm.client import LLMClient
+    from rubricforge.pipelines.tree.run import TreeWorker
+
+    calls: list[tuple[int, str, float, float, int]] = []
+    run, generate = TreeWorker.run, LLMClient.generate
+
+    async def traced_run(worker: Any, seed: Any, *args: Any, **kwargs: Any) -> Any:
+        _TREE.set(seed.index)  # this tree's task; the tasks it starts inherit it
+        return await run(worker, seed, *args, **kwargs)
+
+    async def traced_generate(client: Any, role: str, *args: Any, **kwargs: Any) -> Any:
+        issued = time.monotonic()
+        res = await generate(client, role, *args, **kwargs)
+        calls.append((_TREE.get(), role, issued, time.monotonic(), res.attempts))
+        return res
+
+    TreeWorker.run, LLMClient.generate = traced_run, traced_generate  # type: ignore[method-assign]
+    try:
+        yield calls
+    finally:
+        TreeWorker.run, LLMClient.generate = run, generate  # type: ignore[method-assign]
+
+
+def simulate(calls: list[tuple[int, str, float, float, int]], slots: dict[str, int] | None, latency_s: float) -> float:
+    """The makespan of the recorded calls with no orchestration cost: every call takes its requests x latency,
+    waits for the calls it depends on and then for a free slot of its role (first ready, first served, as the
+    client's FIFO limits; ``slots`` None: unlimited, the longest chain). A call depends on the calls of its tree
+    answered before it was issued."""
+    deps: list[list[int]] = [[] for _ in calls]
+    by_tree: dict[int, list[int]] = defaultdict(list)
+    for i, (tree, *_rest) in enumerate(calls):
+        by_tree[tree].append(i)
+    for ids in by_tree.values():
+        for i in ids:
+            deps[i] = [j for j in ids if calls[j][3] <= calls[i][2]]
+    waiting = [len(d) for d in deps]
+    dependents: list[list[int]] = [[] for _ in calls]
+    for i, d in enumerate(deps):
+        for j in d:
+            dependents[j].append(i)
+    ready = [0.0] * len(calls)
+    heap = [(0.0, i) for i, n in enumerate(waiting) if n == 0]
+    free: dict[str, list[float]] = {role: [0.0] * n for role, n in (slots or {}).items()}
+    end = 0.0
+    while heap:
+        at, i = heappop(heap)  # ready times pop in order: a released call is ready after the call that released it
+        role, requests = calls[i][1], calls[i][4]
+        start = max(at, heappop(free[role])) if slots else at
+        finish = start + requests * latency_s
+        if slots:
+            heappush(free[role], finish)
+        end = max(end, finish)
+        for k in dependents[i]:
+            ready[k], waiting[k] = max(ready[k], finish), waiting[k] - 1
+            if waiting[k] == 0:
+                heappush(heap, (ready[k], k))
+    return end
+
+
 # ---------------------------------------------------------------- the levels
+
+
+def role_slots(concurrency: int) -> dict[str, int]:
+    verifier = max(1, concurrency // 8) if concurrency > 1 else 1
+    return {"generator": max(1, concurrency - verifier), "verifier": verifier, "judge": verifier}
 
 
 def level_config(base: Config, api_base: str, concurrency: int, n_trees: int, run_dir: Path) -> Config:
     """C slots in all: the verifier (one call per tree, at its end) gets C // 8 of them (at least 1), the
     generator the rest (concurrency limits are per role)."""
     role = {"backend": "litellm", "model": MODEL, "api_base": api_base, "timeout_s": 60.0, "max_retries": 0}
-    verifier = max(1, concurrency // 8) if concurrency > 1 else 1
-    slots = {"generator": max(1, concurrency - verifier), "verifier": verifier, "judge": verifier}
     data = base.model_dump(mode="json")
+    slots = role_slots(concurrency)
     data["llm"].update({r: {**data["llm"][r], **role, "concurrency": n} for r, n in slots.items()})
     data["llm"]["cache_path"] = ""
     data["build"].update({"n_trees": n_trees, "tree_concurrency": n_trees})
@@ -125,9 +213,12 @@ def run_level(base: Config, conn: Any, api_base: str, concurrency: int, n_trees:
     from rubricforge.jobs.tree import run_build
 
     cfg = level_config(base, api_base, concurrency, n_trees, run_dir)
-    cpu0, t0 = time.process_time(), time.time()
-    summary = run_build(cfg, progress=False)
-    wall, cpu = time.time() - t0, time.process_time() - cpu0
+    with traced_calls() as traced:
+        cpu0, t0 = time.process_time(), time.time()
+        summary = run_build(cfg, progress=False)
+        wall, cpu = time.time() - t0, time.process_time() - cpu0
+    slots = role_slots(concurrency)
+    graph, chain = simulate(traced, slots, latency_s), simulate(traced, None, latency_s)
     conn.send("stats")
     server = conn.recv()
     led = summary.ledger
@@ -147,7 +238,10 @@ def run_level(base: Config, conn: Any, api_base: str, concurrency: int, n_trees:
             "wall_s": wall, "ideal_s": ideal, "ratio": wall / ideal,
             "overhead_pct": 100 * (wall / ideal - 1), "startup_s": server["first"] - t0, "llm_phase_s": span,
             "llm_phase_ratio": span / ideal, "finish_s": t0 + wall - server["last"],
-            "cpu_ms_per_request": 1000 * cpu / max(requests, 1)}
+            "cpu_ms_per_request": 1000 * cpu / max(requests, 1),
+            "server_cpu_ms_per_request": 1000 * server["cpu_s"] / max(server["requests"], 1),
+            "slots": slots, "chain_s": chain, "graph_ideal_s": graph, "graph_ratio": wall / graph,
+            "graph_overhead_pct": 100 * (wall / graph - 1), "graph_llm_phase_ratio": span / graph}
 
 
 def print_level(r: dict[str, Any]) -> None:
@@ -162,7 +256,12 @@ def print_level(r: dict[str, Any]) -> None:
           f"wall/ideal {r['ratio']:5.2f}  overhead {r['overhead_pct']:6.1f}%  (startup {r['startup_s']:4.2f} s, "
           f"LLM phase {r['llm_phase_s']:6.2f} s = {r['llm_phase_ratio']:.2f} x ideal, finish {r['finish_s']:4.2f} s)  "
           f"peak in flight {r['max_in_flight']:>2}  CPU {r['cpu_ms_per_request']:4.1f} ms/request "
-          f"(CPU-bound below {r['concurrency'] * r['cpu_ms_per_request']:.0f} ms latency)", flush=True)
+          f"(CPU-bound below {r['concurrency'] * r['cpu_ms_per_request']:.0f} ms latency; the fake server's "
+          f"{r['server_cpu_ms_per_request']:.1f} ms/request on the same cores)", flush=True)
+    slots = ", ".join(f"{role} {n}" for role, n in r["slots"].items() if role != "judge")
+    print(f"C={r['concurrency']:<3} graph   ideal of the call graph {r['graph_ideal_s']:6.2f} s (slots: {slots}; longest "
+          f"chain {r['chain_s']:5.2f} s)  wall/ideal {r['graph_ratio']:5.2f}  overhead {r['graph_overhead_pct']:6.1f}%  "
+          f"(LLM phase {r['graph_llm_phase_ratio']:.2f} x ideal)", flush=True)
 
 
 def main() -> None:

@@ -60,6 +60,7 @@ class FakeOpenAI:
         self.n_requests = 0
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
+        self.connections: set[tuple[str, int]] = set()  # the client addresses that sent a request
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
@@ -150,6 +151,8 @@ class FakeOpenAI:
 
             def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
+                with fake._lock:
+                    fake.connections.add(self.client_address)
                 reply = fake._next(body, {k.lower(): v for k, v in self.headers.items()})
                 done = False
                 try:

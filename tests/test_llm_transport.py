@@ -74,25 +74,31 @@ def test_concurrency_limit_holds_at_the_server(tmp_path):
     assert server.max_in_flight == 2 and len(server.requests) == 8
 
 
-def test_the_direct_client_spreads_requests_in_flight_over_pools_of_at_most_16(tmp_path):
-    """httpcore's pool does work quadratic in its connections on every request: 40 at once use 3 small pools."""
-    from rubricforge.llm.backends.openai_http import POOL_REQUESTS
+def test_the_direct_client_keeps_connections_alive_and_closes_its_session_with_the_loop(tmp_path, recwarn):
+    """40 requests at once in flight, then 40 more over the same 40 connections; ``asyncio.run`` closing the
+    loop closes the loop's session (no "Unclosed client session" from aiohttp), and a new loop gets a new one."""
+    import gc
 
     with FakeOpenAI([Reply()], hold=40, expected=40) as server:
         client = _client(tmp_path, server, concurrency=40)
-        sizes: list[int] = []
+        backend: list = []
 
-        async def run():
-            results = await asyncio.gather(*[client.generate("generator", [{"role": "user", "content": f"q{i}"}],
-                                                             output=Capital, stage="s") for i in range(40)])
-            pools = client._backends["openai-http"]._clients[asyncio.get_running_loop()]
-            sizes.extend(len(c._transport._pool.connections) for c in pools.clients)
-            await client.aclose()
-            return results
+        async def run(tag: str):
+            rounds = []
+            for r in range(2):
+                rounds.append(await asyncio.gather(*[client.generate(
+                    "generator", [{"role": "user", "content": f"{tag}{r}-q{i}"}], output=Capital, stage="s")
+                    for i in range(40)]))
+            backend.append(client._backends["openai-http"])
+            return rounds
 
-        assert all(r.ok for r in asyncio.run(run()))
-    assert server.max_in_flight == 40 and POOL_REQUESTS == 16
-    assert sorted(sizes) == [8, 16, 16]  # every connection kept alive, in pools of at most 16
+        assert all(r.ok for rounds in (asyncio.run(run("a")), asyncio.run(run("b"))) for rs in rounds for r in rs)
+        gc.collect()
+    assert server.max_in_flight == 40 and len(server.requests) == 160
+    assert len(server.connections) == 80  # 40 per loop, each reused for the second round
+    sessions = backend[0]._sessions
+    assert all(s.closed for s, _ in sessions.values()) and len(sessions) <= 1  # the second loop's (closed)
+    assert not [w for w in recwarn if "Unclosed" in str(w.message)]
 
 
 def test_concurrency_limit_holds_across_event_loops_in_threads(tmp_path):
@@ -131,3 +137,17 @@ def test_cancelled_waiters_do_not_leak_slots():
         await asyncio.wait_for(sem.acquire(), timeout=5)  # the slot is free again, not lost
 
     asyncio.run(run())
+
+
+def test_the_direct_client_takes_its_proxy_from_the_environment(monkeypatch):
+    from rubricforge.llm.backends.openai_http import _proxy
+
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.example:3128")
+    monkeypatch.setenv("NO_PROXY", "localhost,127.0.0.1")
+    _proxy.cache_clear()
+    try:
+        assert _proxy("http://gpu-box:8000/v1/chat/completions") == "http://proxy.example:3128"
+        assert _proxy("http://127.0.0.1:8000/v1/chat/completions") is None
+        assert _proxy("https://gpu-box/v1/chat/completions") is None  # no HTTPS_PROXY
+    finally:
+        _proxy.cache_clear()

@@ -43,11 +43,12 @@ class CrossLoopSemaphore:
             raise
 
     def release(self) -> None:
+        here = asyncio._get_running_loop()
         with self._lock:
             while self._waiters:
                 loop, fut = self._waiters.popleft()
-                try:
-                    loop.call_soon_threadsafe(self._grant, fut)
+                try:  # another loop's waiter: wake that loop (a self-pipe write); this loop's: just schedule it
+                    (loop.call_soon if loop is here else loop.call_soon_threadsafe)(self._grant, fut)
                     return
                 except RuntimeError:  # that loop is closed; try the next waiter
                     continue

@@ -1,0 +1,29 @@
+"""The synthesis benchmark's ideal of a call graph (benchmarks/synthesis.py :func:`simulate`)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+
+def _benchmark():
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "synthesis.py"
+    spec = importlib.util.spec_from_file_location("synthesis_benchmark", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_ideal_of_a_call_graph_waits_for_dependent_calls_and_each_roles_slots():
+    """Two trees, each two generator calls then a verification, one slot per role, 1 s per request: the
+    interchangeable-slot ideal is 6 requests / 2 slots = 3 s and the longest chain 3 s, but the second
+    tree's calls queue behind the first's on the generator slot and its verification comes last: 5 s."""
+    simulate = _benchmark().simulate
+    calls = [(0, "generator", 0.0, 1.0, 1), (0, "generator", 1.0, 2.0, 1), (0, "verifier", 2.0, 3.0, 1),
+             (1, "generator", 0.0, 2.0, 1), (1, "generator", 2.0, 3.0, 1), (1, "verifier", 3.0, 4.0, 1)]
+    assert simulate(calls, {"generator": 1, "verifier": 1}, 1.0) == 5.0
+    assert simulate(calls, None, 1.0) == 3.0  # unlimited slots: the longest chain
+    assert simulate(calls, {"generator": 2, "verifier": 1}, 1.0) == 4.0  # both verifications ready at 2 s: one waits
+    # a call with two attempts holds its slot for both; calls answered before another was issued are its
+    # dependencies, calls of another tree never are
+    assert simulate([(0, "generator", 0.0, 2.0, 2), (1, "generator", 0.0, 1.0, 1)], {"generator": 1}, 1.0) == 3.0
