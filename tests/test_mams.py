@@ -3,7 +3,9 @@ answers each agent call, a recorded tool output is split into two chunks."""
 
 from __future__ import annotations
 
-from rubricforge.training.mams import MamsConfig, chunk, run_mams, tool_calls
+import re
+
+from rubricforge.training.mams import MamsConfig, chunk, run_mams, run_mams_stepwise, tool_calls
 
 QUERY = "How did the 1968 film change science fiction?"
 OBSERVATION = ("<snippet id=a1>2001: A Space Odyssey was released in 1968.</snippet>\n\n"
@@ -93,3 +95,77 @@ def test_rollouts_sample_with_the_mams_workflow(small_index_cfg, tmp_path):
     assert (s.trajectories, s.tool_calls) == (1, 1) and line["workflow"] == "mams"
     assert line["response"].startswith("<answer># The film") and len(line["calls"]) >= 4
     assert len(line["snippets"]) == 2  # the real search over the index answered the search agent's call
+
+
+# ---------------------------------------------------------------- stepwise variant (small models)
+
+SEARCH_RESULTS = {
+    "2001 film Kubrick": "<snippet id=a1>Title: 2001: A Space Odyssey\nURL: https://w/2001\nReleased in 1968, directed "
+                         "by Stanley Kubrick.</snippet>\n<snippet id=a2>Title: Kubrick\nURL: https://w/k\nKubrick was "
+                         "a film director.</snippet>",
+    "film special effects": "<snippet id=b1>Title: Special effects\nURL: https://w/fx\nIts effects set a standard for "
+                            "later films.</snippet>",
+}
+
+
+class ScriptedStepwise:
+    """Structured answers per role (told apart by the output model), checked against what each may answer."""
+
+    def __init__(self, queries: list[str]):
+        self.queries, self.seen = list(queries), []
+
+    def __call__(self, messages, output):
+        schema = output.model_json_schema()
+        self.seen.append((output.__name__, messages, schema))
+        if output.__name__ == "Plan":
+            return output.model_validate({"plan": ["the making", "the effects", "the legacy"][:schema["properties"]["plan"]["maxItems"]]})
+        if output.__name__ == "SearchStep":
+            action = "done" if not self.queries else "search"
+            return output.model_validate({"action": action, "query": self.queries.pop(0) if self.queries else "x x"})
+        if output.__name__ == "Outline":
+            return output.model_validate({"title": "The film", "sections": [{"heading": "Making", "facts": ["F1"]},
+                                                                            {"heading": "Effects", "facts": ["F2", "F2"]}]})
+        if output.__name__ == "Paragraph":  # a sentence citing each source the grammar allows
+            allowed = re.search(r"<sup>\\\[\((.*?)\)", schema["properties"]["text"]["pattern"]).group(1).split("|")
+            return output.model_validate({"text": " ".join(f"Fact {n} is stated here<sup>[{n}]</sup>." for n in allowed)})
+        source = schema["$defs"]["Fact"]["properties"]["source"]  # only the chunk's result ids
+        ids = source.get("enum") or [source["const"]]
+        return output.model_validate({"facts": [{"source": ids[0], "fact": f"Result {ids[0]} states a fact."}]})
+
+
+def test_stepwise_episode_searches_before_it_may_stop_and_reports_from_the_facts():
+    structured, searches = ScriptedStepwise(["2001 film Kubrick", "film special effects", "FILM special  effects"]), []
+
+    def call_tool(name, arguments):
+        searches.append((name, arguments))
+        return SEARCH_RESULTS[arguments["query"][0]]
+
+    episode = run_mams_stepwise(structured, call_tool, QUERY, MamsConfig(min_searches=2))
+    kinds = [name for name, _, _ in structured.seen]
+    # a repeated query ends the search; then the outline, its 2 sections and the conclusion
+    assert kinds == ["Plan", "SearchStep", "Facts", "SearchStep", "Facts", "SearchStep", "Outline"] + ["Paragraph"] * 3
+    first, second, third = (s for name, _, s in structured.seen if name == "SearchStep")
+    assert first["properties"]["action"] == {"const": "search", "title": "Action", "type": "string"}  # no "done" yet
+    assert second["properties"]["action"].get("const") == "search" and third["properties"]["action"]["enum"] == ["search", "done"]
+    assert structured.seen[2][2]["$defs"]["Fact"]["properties"]["source"]["enum"] == ["a1", "a2"]
+    assert searches == [("search", {"query": ["2001 film Kubrick"]}), ("search", {"query": ["film special effects"]})]
+    assert (episode.tool_calls, episode.turns, len(episode.observations)) == (2, 3, 2)
+    assert episode.memory == "- Result a1 states a fact. [1]\n- Result b1 states a fact. [2]"
+    assert episode.plan == "- [x] the making\n- [x] the effects\n- [ ] the legacy"
+    last = structured.seen[5][1][0]["content"]
+    assert "- 2001 film Kubrick\n- film special effects" in last and "Next plan item: the legacy" in last
+    outline = structured.seen[6][1][0]["content"]
+    assert "F1: Result a1 states a fact. <sup>[1]</sup>\nF2: Result b1 states a fact. <sup>[2]</sup>" in outline
+    assert episode.report == (
+        "# The film\n\n## Making\n\nFact 1 is stated here<sup>[1]</sup>.\n\n## Effects\n\nFact 2 is stated here"
+        "<sup>[2]</sup>.\n\n## Conclusion\n\nFact 1 is stated here<sup>[1]</sup>. Fact 2 is stated here<sup>[2]</sup>."
+        "\n\n## References\n\n1. 2001: A Space Odyssey — https://w/2001\n2. Special effects — https://w/fx")
+    assert len(episode.calls) == 10 and {c["role"] for c in episode.calls[6:]} == {"report"}
+
+
+def test_stepwise_episode_without_search_results_has_no_report():
+    structured = ScriptedStepwise(["a query", "another one"])
+    episode = run_mams_stepwise(structured, lambda n, a: "No results found.", QUERY,
+                                MamsConfig(tool_budget=2))
+    assert (episode.report, episode.tool_calls, episode.memory) == ("", 2, "")
+    assert [name for name, _, _ in structured.seen] == ["Plan", "SearchStep", "SearchStep"]  # no result: no state call

@@ -16,6 +16,24 @@ One policy plays three roles over the state s_t = ⟨memory m_t, plan p_t, repor
 ``policy(messages) -> text`` is any chat model (the ``rollouts sample`` sampler, or a scripted one in
 tests); tools run through :meth:`~rubricforge.corpora.tools.ToolBox.call`. Every policy call is kept
 (role, messages, completion), since in MaMs RL each call is a training sample of the trajectory.
+
+:func:`run_mams_stepwise` is a variant for small models (ours, not the paper's): the embedded 0.5B / 1.5B
+models answer C.5 by copying its format line (``<plan>Updated execution plan</plan><answer>End</answer>``)
+and never search. Each agent's answer is constrained instead, one short call at a time:
+
+* search agent: first the plan p — 2 to :data:`MAX_PLAN` aspects of the question to search (a JSON list,
+  through the ``structured`` policy's grammar); then one turn per plan item, in order: a JSON answer
+  ``{"action": "search" | "done", "query"}`` with one search query for that item; ``done`` is not allowed
+  before ``min_searches`` searches, and a query already searched ends the search (a small model repeats
+  itself rather than stop); the episode's ``plan`` is the plan's Markdown checklist;
+* state agent, per chunk: 1 to :data:`FACTS_PER_CHUNK` facts, each with the id of the search result it
+  comes from (only ids in the chunk are allowed; asked for "no facts", the 1.5B returned none even for
+  relevant results); the memory is the list of facts, numbered by source;
+* report agent, in steps from the final memory: an outline (a title and 2 to :data:`MAX_SECTIONS`
+  headings, each with the facts it uses, by id), then each section and a conclusion, each 2–5 sentences
+  that must each end with the citation ``<sup>[n]</sup>`` of one of the section's sources (a grammar);
+  the References are the sources' titles and URLs. Given the memory with C.8 in one call, the 1.5B
+  wrote a report from its own knowledge that cited nothing.
 """
 
 from __future__ import annotations
@@ -25,12 +43,15 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field, create_model
 
 from rubricforge.prompt_files import PromptFiles
 
 PROMPTS = PromptFiles(Path(__file__).with_name("prompts"))
 Policy = Callable[[list[dict[str, str]]], str]
+StructuredPolicy = Callable[[list[dict[str, str]], type[BaseModel]], BaseModel]  # answer validated as the model
 TOOLS_NOTE = ('Call a tool with <tool_call>{"name": "<tool>", "arguments": {...}}</tool_call>, one per tag. Tools: '
               'search {"query": [<queries>]} over the corpus; browse {"url": <url or document id>} for a whole '
               'document; scholar {"query": [<queries>]} over scholarly papers, when configured.')
@@ -42,6 +63,7 @@ class MamsConfig:
     max_calls_per_turn: int = 5  # App. D
     tool_budget: int = 10  # C.5's threshold ("default 10")
     chunk_tokens: int = 2000  # L
+    min_searches: int = 2  # stepwise only: searches before the search agent may answer "done"
 
 
 @dataclass
@@ -130,3 +152,128 @@ def run_mams(policy: Policy, call_tool: Callable[[str, Any], str], query: str, c
             report = _tag(written, "report") or report
     episode.report, episode.memory, episode.plan = report, memory, plan
     return episode
+
+
+# ---------------------------------------------------------------- stepwise variant (small models)
+
+FACTS_PER_CHUNK = 4
+MAX_PLAN = 5  # plan items, at most (and at most the tool budget)
+MAX_SECTIONS = 5
+# Grammar patterns: every class leaves out '"' and '\\' (llama.cpp lets any character of a class through,
+# the JSON string's closing quote included) and newlines (one line per query / fact).
+QUERY_PATTERN = r'^[^"\\\n ]+( [^"\\\n ]+){1,5}$'  # a search query: 2–6 words (the 1.5B put the whole question in one)
+ASPECT_PATTERN = r'^[^"\\\n]{12,100}$'  # a plan item: a phrase (the 1.5B planned single words)
+FACT_PATTERN = r'^[^"\\\n]{15,300}[.]$'
+HEADING_PATTERN = r'^[A-Z][^"\\\n#]{3,80}$'
+_SNIPPET = re.compile(r"<snippet id=([^>\s]+)>(?:Title: ([^\n]*)\n)?(?:URL: ([^\n]*)\n)?")
+
+
+def search_step_model(can_finish: bool) -> type[BaseModel]:
+    """The search agent's answer; ``done`` only once ``can_finish``."""
+    actions = ("search", "done") if can_finish else ("search",)
+    return create_model("SearchStep", action=(Literal[actions], ...),  # type: ignore[valid-type]
+                        query=(str, Field(json_schema_extra={"pattern": QUERY_PATTERN})))
+
+
+def plan_model(most: int) -> type[BaseModel]:
+    """The search agent's plan: 2 to ``most`` aspects to search."""
+    item = Annotated[str, Field(json_schema_extra={"pattern": ASPECT_PATTERN})]
+    return create_model("Plan", plan=(list[item], Field(min_length=min(2, most), max_length=most)))  # type: ignore[valid-type]
+
+
+def facts_model(snippet_ids: tuple[str, ...]) -> type[BaseModel]:
+    """The state agent's answer for one chunk: facts, each from one of the chunk's results."""
+    fact = create_model("Fact", source=(Literal[snippet_ids], ...),  # type: ignore[valid-type]
+                        fact=(str, Field(json_schema_extra={"pattern": FACT_PATTERN})))
+    return create_model("Facts", facts=(list[fact], Field(min_length=1, max_length=FACTS_PER_CHUNK)))  # type: ignore[valid-type]
+
+
+def outline_model(n_facts: int) -> type[BaseModel]:
+    """The report agent's outline: a title and sections, each with the ids (F1…) of the facts it uses."""
+    heading = Annotated[str, Field(json_schema_extra={"pattern": HEADING_PATTERN})]
+    ids = Literal[tuple(f"F{i}" for i in range(1, n_facts + 1))]  # type: ignore[valid-type]
+    section = create_model("Section", heading=(heading, ...), facts=(list[ids], Field(min_length=1)))  # type: ignore[valid-type]
+    return create_model("Outline", title=(heading, ...),
+                        sections=(list[section], Field(min_length=min(2, n_facts), max_length=MAX_SECTIONS)))  # type: ignore[valid-type]
+
+
+def paragraph_model(sources: tuple[int, ...]) -> type[BaseModel]:
+    """A section's text: 2–5 sentences, each ending with the citation of one of ``sources``."""
+    cite = "|".join(map(str, sources))
+    sentence = rf'[A-Z][^"\\\n<>]{{20,300}}<sup>\[({cite})\]</sup>[.]'
+    return create_model("Paragraph", text=(str, Field(json_schema_extra={"pattern": rf"^{sentence}( {sentence}){{1,4}}$"})))
+
+
+def _user(name: str, **variables: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": PROMPTS.render(name, **variables)}]
+
+
+def run_mams_stepwise(structured: StructuredPolicy, call_tool: Callable[[str, Any], str], query: str,
+                      cfg: MamsConfig | None = None) -> MamsEpisode:
+    """One stepwise MaMs episode for ``query`` (see the module docstring). ``memory`` is the facts with
+    their source numbers; the report is empty when no fact was found."""
+    cfg = cfg or MamsConfig()
+    episode = MamsEpisode("", "", "", 0, 0)
+    searched: list[str] = []
+    sources: dict[str, tuple[int, str]] = {}  # snippet id -> (source number, "Title — URL")
+    facts: list[tuple[str, int]] = []  # (fact, source number)
+
+    def memory() -> str:
+        return "\n".join(f"- {fact} [{n}]" for fact, n in facts)
+
+    def ask(role: str, messages: list[dict[str, str]], output: type[BaseModel]) -> Any:
+        value = structured(messages, output)
+        episode.calls.append({"role": role, "messages": messages, "completion": value.model_dump_json()})
+        return value
+
+    most = min(MAX_PLAN, cfg.tool_budget, cfg.max_turns)
+    plan = [" ".join(p.split()) for p in ask("search", _user("mams_step_plan.user", query=query, n=str(most)),
+                                               plan_model(most)).plan]
+
+    def checklist() -> str:
+        return "\n".join(f"- [{'x' if i < len(searched) else ' '}] {p}" for i, p in enumerate(plan))
+
+    for turn, item in enumerate(plan):
+        episode.turns = turn + 1
+        done = "\n".join(f"- {q}" for q in searched) or "(none yet)"
+        step = ask("search", _user("mams_step_search.user", query=query, memory=memory() or "(nothing yet)",
+                                   plan=checklist(), item=item, searched=done),
+                   search_step_model(len(searched) >= cfg.min_searches))
+        text = " ".join(step.query.split())
+        if step.action == "done" or text.casefold() in {q.casefold() for q in searched}:
+            break
+        searched.append(text)
+        observation = call_tool("search", {"query": [text]})
+        episode.tool_calls += 1
+        episode.observations.append(observation)
+        for piece in chunk(observation, cfg.chunk_tokens):
+            found = {m.group(1): " — ".join(x for x in m.group(2, 3) if x) or m.group(1)
+                     for m in _SNIPPET.finditer(piece)}
+            if not found:
+                continue
+            out = ask("state", _user("mams_step_state.user", query=query, memory=memory() or "(nothing yet)",
+                                     item=item, chunk=piece), facts_model(tuple(found)))
+            for fact in out.facts:
+                number = sources.setdefault(fact.source, (len(sources) + 1, found[fact.source]))[0]
+                facts.append((fact.fact.strip(), number))
+    episode.plan = checklist()
+    episode.memory = memory()
+    if facts:
+        episode.report = _write_report(ask, query, facts, sorted(sources.values()))
+    return episode
+
+
+def _write_report(ask: Callable[[str, list[dict[str, str]], type[BaseModel]], Any], query: str,
+                  facts: list[tuple[str, int]], sources: list[tuple[int, str]]) -> str:
+    """The stepwise report agent: outline, then each section and the conclusion from their facts."""
+    listed = "\n".join(f"F{i}: {fact} <sup>[{n}]</sup>" for i, (fact, n) in enumerate(facts, start=1))
+    outline = ask("report", _user("mams_step_outline.user", query=query, facts=listed), outline_model(len(facts)))
+    parts = [f"# {outline.title.strip()}"]
+    sections = [(s.heading.strip(), [facts[int(f[1:]) - 1] for f in dict.fromkeys(s.facts)]) for s in outline.sections]
+    for heading, used in [*sections, ("Conclusion", facts)]:
+        text = ask("report", _user("mams_step_section.user", query=query, heading=heading,
+                                   facts="\n".join(f"- {fact} <sup>[{n}]</sup>" for fact, n in used)),
+                   paragraph_model(tuple(sorted({n for _, n in used})))).text
+        parts.append(f"## {heading}\n\n{text.strip()}")
+    parts.append("## References\n\n" + "\n".join(f"{n}. {title}" for n, title in sources))
+    return "\n\n".join(parts)
