@@ -102,7 +102,7 @@ def test_rollouts_sample_with_the_mams_workflow(small_index_cfg, tmp_path):
 SEARCH_RESULTS = {
     "2001 film Kubrick": "<snippet id=a1>Title: 2001: A Space Odyssey\nURL: https://w/2001\nReleased in 1968, directed "
                          "by Stanley Kubrick.</snippet>\n<snippet id=a2>Title: Kubrick\nURL: https://w/k\nKubrick was "
-                         "a film director.</snippet>",
+                         "a film director. He was born in New York. His first \u2026</snippet>",
     "film special effects": "<snippet id=b1>Title: Special effects\nURL: https://w/fx\nIts effects set a standard for "
                             "later films.</snippet>",
 }
@@ -124,13 +124,13 @@ class ScriptedStepwise:
             return output.model_validate({"action": action, "query": self.queries.pop(0) if self.queries else "x x"})
         if output.__name__ == "Outline":
             return output.model_validate({"title": "The film", "sections": [{"heading": "Making", "facts": ["F1"]},
-                                                                            {"heading": "Effects", "facts": ["F2", "F2"]}]})
+                                                                            {"heading": "Effects", "facts": ["F4", "F4"]}]})
         if output.__name__ == "Paragraph":  # a sentence citing each source the grammar allows
             allowed = re.search(r"<sup>\\\[\((.*?)\)", schema["properties"]["text"]["pattern"]).group(1).split("|")
             return output.model_validate({"text": " ".join(f"Fact {n} is stated here<sup>[{n}]</sup>." for n in allowed)})
-        source = schema["$defs"]["Fact"]["properties"]["source"]  # only the chunk's result ids
-        ids = source.get("enum") or [source["const"]]
-        return output.model_validate({"facts": [{"source": ids[0], "fact": f"Result {ids[0]} states a fact."}]})
+        ids = schema["properties"]["sentence_ids"]["items"]  # only the chunk's sentence ids
+        least = schema["properties"]["sentence_ids"]["minItems"]
+        return output.model_validate({"sentence_ids": (ids.get("enum") or [ids["const"]])[-least:]})  # the last ones
 
 
 def test_stepwise_episode_searches_before_it_may_stop_and_reports_from_the_facts():
@@ -147,19 +147,25 @@ def test_stepwise_episode_searches_before_it_may_stop_and_reports_from_the_facts
     first, second, third = (s for name, _, s in structured.seen if name == "SearchStep")
     assert first["properties"]["action"] == {"const": "search", "title": "Action", "type": "string"}  # no "done" yet
     assert second["properties"]["action"].get("const") == "search" and third["properties"]["action"]["enum"] == ["search", "done"]
-    assert structured.seen[2][2]["$defs"]["Fact"]["properties"]["source"]["enum"] == ["a1", "a2"]
+    assert structured.seen[2][2]["properties"]["sentence_ids"]["items"]["enum"] == ["S1", "S2", "S3"]
+    assert structured.seen[2][1][0]["content"].endswith(
+        "<tool_output>\nResult: 2001: A Space Odyssey\n[S1] Released in 1968, directed by Stanley Kubrick.\nResult: "
+        "Kubrick\n[S2] Kubrick was a film director.\n[S3] He was born in New York.\n</tool_output>\n"
+        'Return JSON: {"sentence_ids": ["S1", "S2"]}')  # the cut-off sentence ("…") is not offered
     assert searches == [("search", {"query": ["2001 film Kubrick"]}), ("search", {"query": ["film special effects"]})]
     assert (episode.tool_calls, episode.turns, len(episode.observations)) == (2, 3, 2)
-    assert episode.memory == "- Result a1 states a fact. [1]\n- Result b1 states a fact. [2]"
+    assert episode.memory == ("- Released in 1968, directed by Stanley Kubrick. [1]\n- Kubrick was a film director. [2]\n"
+                              "- He was born in New York. [2]\n- Its effects set a standard for later films. [3]")
     assert episode.plan == "- [x] the making\n- [x] the effects\n- [ ] the legacy"
     last = structured.seen[5][1][0]["content"]
     assert "- 2001 film Kubrick\n- film special effects" in last and "Next plan item: the legacy" in last
     outline = structured.seen[6][1][0]["content"]
-    assert "F1: Result a1 states a fact. <sup>[1]</sup>\nF2: Result b1 states a fact. <sup>[2]</sup>" in outline
+    assert "F3: He was born in New York. <sup>[2]</sup>\nF4: Its effects set a standard for later films. <sup>[3]</sup>" in outline
     assert episode.report == (
-        "# The film\n\n## Making\n\nFact 1 is stated here<sup>[1]</sup>.\n\n## Effects\n\nFact 2 is stated here"
-        "<sup>[2]</sup>.\n\n## Conclusion\n\nFact 1 is stated here<sup>[1]</sup>. Fact 2 is stated here<sup>[2]</sup>."
-        "\n\n## References\n\n1. 2001: A Space Odyssey — https://w/2001\n2. Special effects — https://w/fx")
+        "# The film\n\n## Making\n\nFact 1 is stated here<sup>[1]</sup>.\n\n## Effects\n\nFact 3 is stated here"
+        "<sup>[3]</sup>.\n\n## Conclusion\n\nFact 1 is stated here<sup>[1]</sup>. Fact 2 is stated here<sup>[2]</sup>. "
+        "Fact 3 is stated here<sup>[3]</sup>.\n\n## References\n\n1. 2001: A Space Odyssey — https://w/2001\n"
+        "2. Kubrick — https://w/k\n3. Special effects — https://w/fx")
     assert len(episode.calls) == 10 and {c["role"] for c in episode.calls[6:]} == {"report"}
 
 

@@ -120,24 +120,25 @@ def test_retrieval_data_is_cut_at_a_paragraph_within_the_budget():
 
 
 def stepwise_teacher(body: dict[str, Any]) -> Reply:
-    """The generator as RACE rubric writer and as the stepwise MaMs agents (JSON plan, searches, facts with a
-    source id taken from the chunk, outline, sections)."""
-    import re
-
+    """The generator as RACE rubric writer and as the stepwise MaMs agents (JSON plan, searches, the first
+    sentence of each chunk, outline, sections)."""
     user = str(body["messages"][-1]["content"])
     if user.startswith("You are planning the research"):
-        return Reply(json.dumps({"plan": ["the making of the film", "its reception"]}))
+        return Reply(json.dumps({"plan": ["the making of the film", "its reception", "its legacy today"]}))
     if user.startswith("You are researching the user input"):
         query = "Kubrick 2001 making" if "Next plan item: the making" in user else "2001 film reception"
         return Reply(json.dumps({"action": "search", "query": query}))
     if user.startswith("You maintain the memory"):
-        first = re.search(r"<snippet id=([^>\s]+)>", user.split("<tool_output>")[1]).group(1)
-        return Reply(json.dumps({"facts": [{"source": first, "fact": f"Result {first} says the film is from 1968."}]}))
+        ids = body["response_format"]["json_schema"]["schema"]["properties"]["sentence_ids"]
+        return Reply(json.dumps({"sentence_ids": ids["items"]["enum"][:ids["minItems"]]}))
     if user.startswith("You are writing a deep research report"):
+        ids = body["response_format"]["json_schema"]["schema"]["$defs"]["Section"]["properties"]["facts"]["items"]
         return Reply(json.dumps({"title": "The making of 2001", "sections": [{"heading": "Making", "facts": ["F1"]},
-                                                                                {"heading": "Release", "facts": ["F2"]}]}))
+                                                                                {"heading": "Release", "facts": (ids.get("enum") or [ids["const"]])[-1:]}]}))
     if user.startswith("You are writing one section"):
-        return Reply(json.dumps({"text": "It was filmed in 1968<sup>[1]</sup>. It was released in 1968<sup>[2]</sup>."}))
+        pattern = body["response_format"]["json_schema"]["schema"]["properties"]["text"]["pattern"]
+        allowed = pattern.split("<sup>\\[(")[1].split(")")[0].split("|")  # the sources the grammar allows
+        return Reply(json.dumps({"text": " ".join(f"It is stated in source {n}<sup>[{n}]</sup>." for n in allowed)}))
     return report_writer(body)
 
 
@@ -154,13 +155,19 @@ def test_stepwise_teacher_writes_a_long_form_row(small_index_cfg, tmp_path):
         cfg.build.teacher = "stepwise"
         done = build_report_data(cfg, queries, forms=("long",), progress=False)
         searches = [r for r in server.requests if "Next plan item" in json.dumps(r)]
+        outline_prompt = next(r for r in server.requests if "You are writing a deep research report" in json.dumps(r))
     assert (done.rows, done.failed) == (1, {})
     (row,) = [json.loads(line) for line in (tmp_path / "run" / "report" / "data.jsonl").read_text().splitlines()]
     check_columns([row], ["report"], "report data")
     assert (row["id"], row["teacher_tool_calls"]) == ("drb-1#long", 2)
     assert row["outline"] == "# The making of 2001\n## Making\n## Release\n## Conclusion\n## References"
-    assert row["reference_report"].count("<sup>[") == 6 and "\n\n## References\n\n1. " in row["reference_report"]
+    report = row["reference_report"]
+    assert report.startswith("# The making of 2001\n\n## Making\n\nIt is stated in source 1<sup>[1]</sup>.\n\n## Release")
+    assert "\n\n## References\n\n1. " in report and "Title:" not in report
     assert row["retrieval_data"].count("<snippet id=") == 4  # two real searches over the index, 2 results each
-    # the grammar sent with each search turn: "done" only after min_searches (2) searches
+    fact = outline_prompt["messages"][0]["content"].split("F1: ")[1].split(" <sup>[1]</sup>")[0]
+    assert len(fact) > 20 and fact in row["retrieval_data"]  # the memory is sentences of the results, verbatim
+    # the grammar sent with each search turn: "done" only after min_searches (2) searches; a repeated query ends
     actions = [r["response_format"]["json_schema"]["schema"]["properties"]["action"] for r in searches]
-    assert actions == [{"const": "search", "title": "Action", "type": "string"}] * 2
+    assert actions[:2] == [{"const": "search", "title": "Action", "type": "string"}] * 2
+    assert actions[2]["enum"] == ["search", "done"] and len(actions) == 3

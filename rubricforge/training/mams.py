@@ -21,14 +21,16 @@ tests); tools run through :meth:`~rubricforge.corpora.tools.ToolBox.call`. Every
 models answer C.5 by copying its format line (``<plan>Updated execution plan</plan><answer>End</answer>``)
 and never search. Each agent's answer is constrained instead, one short call at a time:
 
-* search agent: first the plan p — 2 to :data:`MAX_PLAN` aspects of the question to search (a JSON list,
+* search agent: first the plan p — 3 to :data:`MAX_PLAN` aspects of the question to search (a JSON list,
   through the ``structured`` policy's grammar); then one turn per plan item, in order: a JSON answer
   ``{"action": "search" | "done", "query"}`` with one search query for that item; ``done`` is not allowed
   before ``min_searches`` searches, and a query already searched ends the search (a small model repeats
   itself rather than stop); the episode's ``plan`` is the plan's Markdown checklist;
-* state agent, per chunk: 1 to :data:`FACTS_PER_CHUNK` facts, each with the id of the search result it
-  comes from (only ids in the chunk are allowed; asked for "no facts", the 1.5B returned none even for
-  relevant results); the memory is the list of facts, numbered by source;
+* state agent, per chunk: the chunk's results are shown split into numbered sentences, and the agent picks
+  :data:`MIN_FACTS` to :data:`FACTS_PER_CHUNK` of them by id (the grammar allows only the ids shown; asked
+  to write facts with their source, the 1.5B wrote some under the wrong result's id, and allowed none,
+  returned none even for relevant results); the memory is those sentences, verbatim, each with its result's
+  source number;
 * report agent, in steps from the final memory: an outline (a title and 2 to :data:`MAX_SECTIONS`
   headings, each with the facts it uses, by id), then each section and a conclusion, each 2–5 sentences
   that must each end with the citation ``<sup>[n]</sup>`` of one of the section's sources (a grammar);
@@ -156,16 +158,16 @@ def run_mams(policy: Policy, call_tool: Callable[[str, Any], str], query: str, c
 
 # ---------------------------------------------------------------- stepwise variant (small models)
 
-FACTS_PER_CHUNK = 4
+FACTS_PER_CHUNK = 5
+MIN_FACTS = 3  # per chunk (fewer when it has fewer sentences): allowed 1, the 1.5B kept only the first 1–2
 MAX_PLAN = 5  # plan items, at most (and at most the tool budget)
 MAX_SECTIONS = 5
 # Grammar patterns: every class leaves out '"' and '\\' (llama.cpp lets any character of a class through,
 # the JSON string's closing quote included) and newlines (one line per query / fact).
 QUERY_PATTERN = r'^[^"\\\n ]+( [^"\\\n ]+){1,5}$'  # a search query: 2–6 words (the 1.5B put the whole question in one)
 ASPECT_PATTERN = r'^[^"\\\n]{12,100}$'  # a plan item: a phrase (the 1.5B planned single words)
-FACT_PATTERN = r'^[^"\\\n]{15,300}[.]$'
 HEADING_PATTERN = r'^[A-Z][^"\\\n#]{3,80}$'
-_SNIPPET = re.compile(r"<snippet id=([^>\s]+)>(?:Title: ([^\n]*)\n)?(?:URL: ([^\n]*)\n)?")
+_SNIPPET = re.compile(r"<snippet id=([^>\s]+)>(?:Title: ([^\n]*)\n)?(?:URL: ([^\n]*)\n)?(.*?)</snippet>", re.S)
 
 
 def search_step_model(can_finish: bool) -> type[BaseModel]:
@@ -176,16 +178,34 @@ def search_step_model(can_finish: bool) -> type[BaseModel]:
 
 
 def plan_model(most: int) -> type[BaseModel]:
-    """The search agent's plan: 2 to ``most`` aspects to search."""
+    """The search agent's plan: 3 to ``most`` aspects to search."""
     item = Annotated[str, Field(json_schema_extra={"pattern": ASPECT_PATTERN})]
-    return create_model("Plan", plan=(list[item], Field(min_length=min(2, most), max_length=most)))  # type: ignore[valid-type]
+    return create_model("Plan", plan=(list[item], Field(min_length=min(3, most), max_length=most)))  # type: ignore[valid-type]
 
 
-def facts_model(snippet_ids: tuple[str, ...]) -> type[BaseModel]:
-    """The state agent's answer for one chunk: facts, each from one of the chunk's results."""
-    fact = create_model("Fact", source=(Literal[snippet_ids], ...),  # type: ignore[valid-type]
-                        fact=(str, Field(json_schema_extra={"pattern": FACT_PATTERN})))
-    return create_model("Facts", facts=(list[fact], Field(min_length=1, max_length=FACTS_PER_CHUNK)))  # type: ignore[valid-type]
+def facts_model(n_sentences: int) -> type[BaseModel]:
+    """The state agent's answer for one chunk: the ids (S1…) of the sentences to keep."""
+    ids = Literal[tuple(f"S{i}" for i in range(1, n_sentences + 1))]  # type: ignore[valid-type]
+    return create_model("Facts", sentence_ids=(list[ids], Field(min_length=min(MIN_FACTS, n_sentences),  # type: ignore[valid-type]
+                                                                max_length=FACTS_PER_CHUNK)))
+
+
+def _sentences(piece: str) -> tuple[str, list[tuple[str, str]]]:
+    """A chunk's results as numbered sentences for the state agent, and each sentence's (text, source) —
+    the source being "Title — URL"; a sentence cut off by the snippet length (ending in "…") is left out."""
+    from rubricforge.pipelines.tree.rules import sentence_spans
+
+    shown, out = [], []
+    for m in _SNIPPET.finditer(piece):
+        source = " — ".join(x for x in m.group(2, 3) if x) or m.group(1)
+        text = " ".join(m.group(4).split())
+        kept = [text[a:b] for a, b in sentence_spans(text) if not text[a:b].endswith("\u2026")]
+        if kept:
+            shown.append(f"Result: {m.group(2) or m.group(1)}")
+            for sentence in kept:
+                out.append((sentence, source))
+                shown.append(f"[S{len(out)}] {sentence}")
+    return "\n".join(shown), out
 
 
 def outline_model(n_facts: int) -> type[BaseModel]:
@@ -198,9 +218,10 @@ def outline_model(n_facts: int) -> type[BaseModel]:
 
 
 def paragraph_model(sources: tuple[int, ...]) -> type[BaseModel]:
-    """A section's text: 2–5 sentences, each ending with the citation of one of ``sources``."""
+    """A section's text: 2–5 sentences, each ending with the citation of one of ``sources`` (no '.', '!' or '?'
+    inside a sentence: the 1.5B wrote several uncited sentences before each citation)."""
     cite = "|".join(map(str, sources))
-    sentence = rf'[A-Z][^"\\\n<>]{{20,300}}<sup>\[({cite})\]</sup>[.]'
+    sentence = rf'[A-Z][^"\\\n<>.!?]{{20,300}}<sup>\[({cite})\]</sup>[.]'
     return create_model("Paragraph", text=(str, Field(json_schema_extra={"pattern": rf"^{sentence}( {sentence}){{1,4}}$"})))
 
 
@@ -215,7 +236,7 @@ def run_mams_stepwise(structured: StructuredPolicy, call_tool: Callable[[str, An
     cfg = cfg or MamsConfig()
     episode = MamsEpisode("", "", "", 0, 0)
     searched: list[str] = []
-    sources: dict[str, tuple[int, str]] = {}  # snippet id -> (source number, "Title — URL")
+    sources: dict[str, int] = {}  # "Title — URL" -> source number
     facts: list[tuple[str, int]] = []  # (fact, source number)
 
     def memory() -> str:
@@ -247,19 +268,19 @@ def run_mams_stepwise(structured: StructuredPolicy, call_tool: Callable[[str, An
         episode.tool_calls += 1
         episode.observations.append(observation)
         for piece in chunk(observation, cfg.chunk_tokens):
-            found = {m.group(1): " — ".join(x for x in m.group(2, 3) if x) or m.group(1)
-                     for m in _SNIPPET.finditer(piece)}
-            if not found:
+            shown, sentences = _sentences(piece)
+            if not sentences:
                 continue
             out = ask("state", _user("mams_step_state.user", query=query, memory=memory() or "(nothing yet)",
-                                     item=item, chunk=piece), facts_model(tuple(found)))
-            for fact in out.facts:
-                number = sources.setdefault(fact.source, (len(sources) + 1, found[fact.source]))[0]
-                facts.append((fact.fact.strip(), number))
+                                     item=item, sentences=shown), facts_model(len(sentences)))
+            for sid in dict.fromkeys(out.sentence_ids):
+                sentence, source = sentences[int(sid[1:]) - 1]
+                if all(sentence != fact for fact, _ in facts):
+                    facts.append((sentence, sources.setdefault(source, len(sources) + 1)))
     episode.plan = checklist()
     episode.memory = memory()
     if facts:
-        episode.report = _write_report(ask, query, facts, sorted(sources.values()))
+        episode.report = _write_report(ask, query, facts, [(n, source) for source, n in sources.items()])
     return episode
 
 
