@@ -3,7 +3,6 @@ answers each agent call, a recorded tool output is split into two chunks."""
 
 from __future__ import annotations
 
-import re
 
 from rubricforge.training.mams import MamsConfig, chunk, run_mams, run_mams_stepwise, tool_calls
 
@@ -122,12 +121,12 @@ class ScriptedStepwise:
         if output.__name__ == "SearchStep":
             action = "done" if not self.queries else "search"
             return output.model_validate({"action": action, "query": self.queries.pop(0) if self.queries else "x x"})
-        if output.__name__ == "Outline":
+        if output.__name__ == "Outline":  # the second section names F1 (placed already) and the last fact twice
+            last = schema["$defs"]["Section"]["properties"]["facts"]["items"]["enum"][-1]
             return output.model_validate({"title": "The film", "sections": [{"heading": "Making", "facts": ["F1"]},
-                                                                            {"heading": "Effects", "facts": ["F4", "F4"]}]})
-        if output.__name__ == "Paragraph":  # a sentence citing each source the grammar allows
-            allowed = re.search(r"<sup>\\\[\((.*?)\)", schema["properties"]["text"]["pattern"]).group(1).split("|")
-            return output.model_validate({"text": " ".join(f"Fact {n} is stated here<sup>[{n}]</sup>." for n in allowed)})
+                                                                            {"heading": "Effects", "facts": ["F1", last, last]}]})
+        if output.__name__ == "Lead":
+            return output.model_validate({"text": f"Lead {messages[0]['content'].split('Section: ')[1].split(chr(10))[0]}."})
         ids = schema["properties"]["sentence_ids"]["items"]  # only the chunk's sentence ids
         least = schema["properties"]["sentence_ids"]["minItems"]
         return output.model_validate({"sentence_ids": (ids.get("enum") or [ids["const"]])[-least:]})  # the last ones
@@ -143,7 +142,7 @@ def test_stepwise_episode_searches_before_it_may_stop_and_reports_from_the_facts
     episode = run_mams_stepwise(structured, call_tool, QUERY, MamsConfig(min_searches=2))
     kinds = [name for name, _, _ in structured.seen]
     # a repeated query ends the search; then the outline, its 2 sections and the conclusion
-    assert kinds == ["Plan", "SearchStep", "Facts", "SearchStep", "Facts", "SearchStep", "Outline"] + ["Paragraph"] * 3
+    assert kinds == ["Plan", "SearchStep", "Facts", "SearchStep", "Facts", "SearchStep", "Outline"] + ["Lead"] * 3
     first, second, third = (s for name, _, s in structured.seen if name == "SearchStep")
     assert first["properties"]["action"] == {"const": "search", "title": "Action", "type": "string"}  # no "done" yet
     assert second["properties"]["action"].get("const") == "search" and third["properties"]["action"]["enum"] == ["search", "done"]
@@ -161,11 +160,11 @@ def test_stepwise_episode_searches_before_it_may_stop_and_reports_from_the_facts
     assert "- 2001 film Kubrick\n- film special effects" in last and "Next plan item: the legacy" in last
     outline = structured.seen[6][1][0]["content"]
     assert "F3: He was born in New York. <sup>[2]</sup>\nF4: Its effects set a standard for later films. <sup>[3]</sup>" in outline
-    assert episode.report == (
-        "# The film\n\n## Making\n\nFact 1 is stated here<sup>[1]</sup>.\n\n## Effects\n\nFact 3 is stated here"
-        "<sup>[3]</sup>.\n\n## Conclusion\n\nFact 1 is stated here<sup>[1]</sup>. Fact 2 is stated here<sup>[2]</sup>. "
-        "Fact 3 is stated here<sup>[3]</sup>.\n\n## References\n\n1. 2001: A Space Odyssey — https://w/2001\n"
-        "2. Kubrick — https://w/k\n3. Special effects — https://w/fx")
+    assert episode.report == (  # lead sentences, then the facts verbatim with their citations, each placed once
+        "# The film\n\n## Making\n\nLead Making. Released in 1968, directed by Stanley Kubrick<sup>[1]</sup>.\n\n"
+        "## Effects\n\nLead Effects. Its effects set a standard for later films<sup>[3]</sup>.\n\n"
+        "## Conclusion\n\nLead Conclusion.\n\n"
+        "## References\n\n1. 2001: A Space Odyssey — https://w/2001\n2. Kubrick — https://w/k\n3. Special effects — https://w/fx")
     assert len(episode.calls) == 10 and {c["role"] for c in episode.calls[6:]} == {"report"}
 
 
@@ -175,3 +174,11 @@ def test_stepwise_episode_without_search_results_has_no_report():
                                 MamsConfig(tool_budget=2))
     assert (episode.report, episode.tool_calls, episode.memory) == ("", 2, "")
     assert [name for name, _, _ in structured.seen] == ["Plan", "SearchStep", "SearchStep"]  # no result: no state call
+
+
+def test_stepwise_state_agent_is_not_offered_sentences_it_already_kept():
+    structured = ScriptedStepwise(["2001 film Kubrick", "Kubrick films"])
+    episode = run_mams_stepwise(structured, lambda n, a: SEARCH_RESULTS["2001 film Kubrick"], QUERY, MamsConfig())
+    kinds = [name for name, _, _ in structured.seen]
+    assert kinds[:5] == ["Plan", "SearchStep", "Facts", "SearchStep", "SearchStep"]  # the same results: nothing new
+    assert episode.tool_calls == 2 and episode.memory.count("\n") == 2  # 3 sentences, each kept once

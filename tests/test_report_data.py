@@ -133,12 +133,11 @@ def stepwise_teacher(body: dict[str, Any]) -> Reply:
         return Reply(json.dumps({"sentence_ids": ids["items"]["enum"][:ids["minItems"]]}))
     if user.startswith("You are writing a deep research report"):
         ids = body["response_format"]["json_schema"]["schema"]["$defs"]["Section"]["properties"]["facts"]["items"]
+        last = (ids.get("enum") or [ids["const"]])[-1]
         return Reply(json.dumps({"title": "The making of 2001", "sections": [{"heading": "Making", "facts": ["F1"]},
-                                                                                {"heading": "Release", "facts": (ids.get("enum") or [ids["const"]])[-1:]}]}))
+                                                                                {"heading": "Release", "facts": [last]}]}))
     if user.startswith("You are writing one section"):
-        pattern = body["response_format"]["json_schema"]["schema"]["properties"]["text"]["pattern"]
-        allowed = pattern.split("<sup>\\[(")[1].split(")")[0].split("|")  # the sources the grammar allows
-        return Reply(json.dumps({"text": " ".join(f"It is stated in source {n}<sup>[{n}]</sup>." for n in allowed)}))
+        return Reply(json.dumps({"text": "These facts show how the film was made."}))
     return report_writer(body)
 
 
@@ -162,7 +161,8 @@ def test_stepwise_teacher_writes_a_long_form_row(small_index_cfg, tmp_path):
     assert (row["id"], row["teacher_tool_calls"]) == ("drb-1#long", 2)
     assert row["outline"] == "# The making of 2001\n## Making\n## Release\n## Conclusion\n## References"
     report = row["reference_report"]
-    assert report.startswith("# The making of 2001\n\n## Making\n\nIt is stated in source 1<sup>[1]</sup>.\n\n## Release")
+    assert report.startswith("# The making of 2001\n\n## Making\n\nThese facts show how the film was made. ")
+    assert report.count("<sup>[") >= 3  # the facts, cited
     assert "\n\n## References\n\n1. " in report and "Title:" not in report
     assert row["retrieval_data"].count("<snippet id=") == 4  # two real searches over the index, 2 results each
     fact = outline_prompt["messages"][0]["content"].split("F1: ")[1].split(" <sup>[1]</sup>")[0]

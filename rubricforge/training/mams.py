@@ -32,10 +32,12 @@ and never search. Each agent's answer is constrained instead, one short call at 
   returned none even for relevant results); the memory is those sentences, verbatim, each with its result's
   source number;
 * report agent, in steps from the final memory: an outline (a title and 2 to :data:`MAX_SECTIONS`
-  headings, each with the facts it uses, by id), then each section and a conclusion, each 2–5 sentences
-  that must each end with the citation ``<sup>[n]</sup>`` of one of the section's sources (a grammar);
-  the References are the sources' titles and URLs. Given the memory with C.8 in one call, the 1.5B
-  wrote a report from its own knowledge that cited nothing.
+  headings, each with the facts it uses, by id; a fact stays in the first section that names it), then per
+  section and for a conclusion one lead sentence (a grammar: one sentence, no citation) followed by the
+  section's facts, verbatim, each with its citation ``<sup>[n]</sup>``; the References are the sources'
+  titles and URLs. The small model organises the evidence and writes no fact: given the memory with C.8
+  in one call, the 1.5B wrote a report from its own knowledge that cited nothing, and made to write
+  sections whose every sentence ends in a citation, it wrote its own knowledge before the citations.
 """
 
 from __future__ import annotations
@@ -167,6 +169,7 @@ MAX_SECTIONS = 5
 QUERY_PATTERN = r'^[^"\\\n ]+( [^"\\\n ]+){1,5}$'  # a search query: 2–6 words (the 1.5B put the whole question in one)
 ASPECT_PATTERN = r'^[^"\\\n]{12,100}$'  # a plan item: a phrase (the 1.5B planned single words)
 HEADING_PATTERN = r'^[A-Z][^"\\\n#]{3,80}$'
+LEAD_PATTERN = r'^[A-Z][^"\\\n<>.!?]{20,200}[.]$'  # one sentence
 _SNIPPET = re.compile(r"<snippet id=([^>\s]+)>(?:Title: ([^\n]*)\n)?(?:URL: ([^\n]*)\n)?(.*?)</snippet>", re.S)
 
 
@@ -190,16 +193,17 @@ def facts_model(n_sentences: int) -> type[BaseModel]:
                                                                 max_length=FACTS_PER_CHUNK)))
 
 
-def _sentences(piece: str) -> tuple[str, list[tuple[str, str]]]:
+def _sentences(piece: str, known: set[str]) -> tuple[str, list[tuple[str, str]]]:
     """A chunk's results as numbered sentences for the state agent, and each sentence's (text, source) —
-    the source being "Title — URL"; a sentence cut off by the snippet length (ending in "…") is left out."""
+    the source being "Title — URL"; a sentence in ``known`` (the memory) or cut off by the snippet length
+    (ending in "…") is left out."""
     from rubricforge.pipelines.tree.rules import sentence_spans
 
     shown, out = [], []
     for m in _SNIPPET.finditer(piece):
         source = " — ".join(x for x in m.group(2, 3) if x) or m.group(1)
         text = " ".join(m.group(4).split())
-        kept = [text[a:b] for a, b in sentence_spans(text) if not text[a:b].endswith("\u2026")]
+        kept = [text[a:b] for a, b in sentence_spans(text) if not text[a:b].endswith("\u2026") and text[a:b] not in known]
         if kept:
             shown.append(f"Result: {m.group(2) or m.group(1)}")
             for sentence in kept:
@@ -217,12 +221,10 @@ def outline_model(n_facts: int) -> type[BaseModel]:
                         sections=(list[section], Field(min_length=min(2, n_facts), max_length=MAX_SECTIONS)))  # type: ignore[valid-type]
 
 
-def paragraph_model(sources: tuple[int, ...]) -> type[BaseModel]:
-    """A section's text: 2–5 sentences, each ending with the citation of one of ``sources`` (no '.', '!' or '?'
-    inside a sentence: the 1.5B wrote several uncited sentences before each citation)."""
-    cite = "|".join(map(str, sources))
-    sentence = rf'[A-Z][^"\\\n<>.!?]{{20,300}}<sup>\[({cite})\]</sup>[.]'
-    return create_model("Paragraph", text=(str, Field(json_schema_extra={"pattern": rf"^{sentence}( {sentence}){{1,4}}$"})))
+class Lead(BaseModel):
+    """A section's lead sentence (no citation: the facts that follow carry them)."""
+
+    text: Annotated[str, Field(json_schema_extra={"pattern": LEAD_PATTERN})]
 
 
 def _user(name: str, **variables: str) -> list[dict[str, str]]:
@@ -268,15 +270,14 @@ def run_mams_stepwise(structured: StructuredPolicy, call_tool: Callable[[str, An
         episode.tool_calls += 1
         episode.observations.append(observation)
         for piece in chunk(observation, cfg.chunk_tokens):
-            shown, sentences = _sentences(piece)
+            shown, sentences = _sentences(piece, {fact for fact, _ in facts})
             if not sentences:
                 continue
             out = ask("state", _user("mams_step_state.user", query=query, memory=memory() or "(nothing yet)",
                                      item=item, sentences=shown), facts_model(len(sentences)))
             for sid in dict.fromkeys(out.sentence_ids):
                 sentence, source = sentences[int(sid[1:]) - 1]
-                if all(sentence != fact for fact, _ in facts):
-                    facts.append((sentence, sources.setdefault(source, len(sources) + 1)))
+                facts.append((sentence, sources.setdefault(source, len(sources) + 1)))
     episode.plan = checklist()
     episode.memory = memory()
     if facts:
@@ -284,17 +285,28 @@ def run_mams_stepwise(structured: StructuredPolicy, call_tool: Callable[[str, An
     return episode
 
 
+def _cited(fact: str, n: int) -> str:
+    """``fact`` with ``<sup>[n]</sup>`` before its closing punctuation."""
+    end = len(fact.rstrip(".!?\"')"))
+    return f"{fact[:end]}<sup>[{n}]</sup>{fact[end:]}"
+
+
 def _write_report(ask: Callable[[str, list[dict[str, str]], type[BaseModel]], Any], query: str,
                   facts: list[tuple[str, int]], sources: list[tuple[int, str]]) -> str:
-    """The stepwise report agent: outline, then each section and the conclusion from their facts."""
+    """The stepwise report agent: outline, then each section (and the conclusion): a lead sentence and its facts."""
     listed = "\n".join(f"F{i}: {fact} <sup>[{n}]</sup>" for i, (fact, n) in enumerate(facts, start=1))
     outline = ask("report", _user("mams_step_outline.user", query=query, facts=listed), outline_model(len(facts)))
-    parts = [f"# {outline.title.strip()}"]
-    sections = [(s.heading.strip(), [facts[int(f[1:]) - 1] for f in dict.fromkeys(s.facts)]) for s in outline.sections]
+    parts, placed = [f"# {outline.title.strip()}"], set()
+    sections = []
+    for section in outline.sections:
+        used = [int(f[1:]) - 1 for f in dict.fromkeys(section.facts) if int(f[1:]) - 1 not in placed]
+        placed.update(used)
+        if used:
+            sections.append((section.heading.strip(), [facts[i] for i in used]))
     for heading, used in [*sections, ("Conclusion", facts)]:
-        text = ask("report", _user("mams_step_section.user", query=query, heading=heading,
-                                   facts="\n".join(f"- {fact} <sup>[{n}]</sup>" for fact, n in used)),
-                   paragraph_model(tuple(sorted({n for _, n in used})))).text
-        parts.append(f"## {heading}\n\n{text.strip()}")
+        body = "\n".join(f"- {fact}" for fact, _ in used)
+        lead = ask("report", _user("mams_step_section.user", query=query, heading=heading, facts=body), Lead).text
+        cited = [] if heading == "Conclusion" else [_cited(fact, n) for fact, n in used]
+        parts.append(f"## {heading}\n\n" + " ".join([lead.strip(), *cited]))
     parts.append("## References\n\n" + "\n".join(f"{n}. {title}" for n, title in sources))
     return "\n\n".join(parts)
