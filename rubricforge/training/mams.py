@@ -176,14 +176,14 @@ _SNIPPET = re.compile(r"<snippet id=([^>\s]+)>(?:Title: ([^\n]*)\n)?(?:URL: ([^\
 def search_step_model(can_finish: bool) -> type[BaseModel]:
     """The search agent's answer; ``done`` only once ``can_finish``."""
     actions = ("search", "done") if can_finish else ("search",)
-    return create_model("SearchStep", action=(Literal[actions], ...),  # type: ignore[valid-type]
+    return create_model("SearchStep", action=(Literal[actions], ...),  # type: ignore[arg-type]
                         query=(str, Field(json_schema_extra={"pattern": QUERY_PATTERN})))
 
 
 def plan_model(most: int) -> type[BaseModel]:
     """The search agent's plan: 3 to ``most`` aspects to search."""
     item = Annotated[str, Field(json_schema_extra={"pattern": ASPECT_PATTERN})]
-    return create_model("Plan", plan=(list[item], Field(min_length=min(3, most), max_length=most)))  # type: ignore[valid-type]
+    return create_model("Plan", plan=(list[item], Field(min_length=min(3, most), max_length=most)))
 
 
 def facts_model(n_sentences: int) -> type[BaseModel]:
@@ -218,7 +218,7 @@ def outline_model(n_facts: int) -> type[BaseModel]:
     ids = Literal[tuple(f"F{i}" for i in range(1, n_facts + 1))]  # type: ignore[valid-type]
     section = create_model("Section", heading=(heading, ...), facts=(list[ids], Field(min_length=1)))  # type: ignore[valid-type]
     return create_model("Outline", title=(heading, ...),
-                        sections=(list[section], Field(min_length=min(2, n_facts), max_length=MAX_SECTIONS)))  # type: ignore[valid-type]
+                        sections=(list[section], Field(min_length=min(2, n_facts), max_length=MAX_SECTIONS)))
 
 
 class Lead(BaseModel):
@@ -297,12 +297,12 @@ def _write_report(ask: Callable[[str, list[dict[str, str]], type[BaseModel]], An
     listed = "\n".join(f"F{i}: {fact} <sup>[{n}]</sup>" for i, (fact, n) in enumerate(facts, start=1))
     outline = ask("report", _user("mams_step_outline.user", query=query, facts=listed), outline_model(len(facts)))
     parts, placed = [f"# {outline.title.strip()}"], set()
-    sections = []
+    sections: list[tuple[str, list[tuple[str, int]]]] = []
     for section in outline.sections:
-        used = [int(f[1:]) - 1 for f in dict.fromkeys(section.facts) if int(f[1:]) - 1 not in placed]
-        placed.update(used)
-        if used:
-            sections.append((section.heading.strip(), [facts[i] for i in used]))
+        new = [int(f[1:]) - 1 for f in dict.fromkeys(section.facts) if int(f[1:]) - 1 not in placed]
+        placed.update(new)
+        if new:
+            sections.append((section.heading.strip(), [facts[i] for i in new]))
     for heading, used in [*sections, ("Conclusion", facts)]:
         body = "\n".join(f"- {fact}" for fact, _ in used)
         lead = ask("report", _user("mams_step_section.user", query=query, heading=heading, facts=body), Lead).text
