@@ -121,10 +121,9 @@ class ScriptedStepwise:
         if output.__name__ == "SearchStep":
             action = "done" if not self.queries else "search"
             return output.model_validate({"action": action, "query": self.queries.pop(0) if self.queries else "x x"})
-        if output.__name__ == "Outline":  # the second section names F1 (placed already) and the last fact twice
-            last = schema["$defs"]["Section"]["properties"]["facts"]["items"]["enum"][-1]
-            return output.model_validate({"title": "The film", "sections": [{"heading": "Making", "facts": ["F1"]},
-                                                                            {"heading": "Effects", "facts": ["F1", last, last]}]})
+        if output.__name__ == "Outline":
+            n = schema["properties"]["headings"]["minItems"]
+            return output.model_validate({"title": "The film", "headings": [f"Heading {k}" for k in range(1, n + 1)]})
         if output.__name__ == "Lead":
             return output.model_validate({"text": f"Lead {messages[0]['content'].split('Section: ')[1].split(chr(10))[0]}."})
         ids = schema["properties"]["sentence_ids"]["items"]  # only the chunk's sentence ids
@@ -158,11 +157,13 @@ def test_stepwise_episode_searches_before_it_may_stop_and_reports_from_the_facts
     assert episode.plan == "- [x] the making\n- [x] the effects\n- [ ] the legacy"
     last = structured.seen[5][1][0]["content"]
     assert "- 2001 film Kubrick\n- film special effects" in last and "Next plan item: the legacy" in last
-    outline = structured.seen[6][1][0]["content"]
-    assert "F3: He was born in New York. <sup>[2]</sup>\nF4: Its effects set a standard for later films. <sup>[3]</sup>" in outline
-    assert episode.report == (  # lead sentences, then the facts verbatim with their citations, each placed once
-        "# The film\n\n## Making\n\nLead Making. Released in 1968, directed by Stanley Kubrick<sup>[1]</sup>.\n\n"
-        "## Effects\n\nLead Effects. Its effects set a standard for later films<sup>[3]</sup>.\n\n"
+    outline = structured.seen[6][1][0]["content"]  # the facts grouped by the plan item they were found for
+    assert ("Part 1 (the making):\n- Released in 1968, directed by Stanley Kubrick.\n- Kubrick was a film director.\n"
+            "- He was born in New York.\nPart 2 (the effects):\n- Its effects set a standard for later films.") in outline
+    assert episode.report == (  # lead sentences, then the facts verbatim with their citations
+        "# The film\n\n## Heading 1\n\nLead Heading 1. Released in 1968, directed by Stanley Kubrick<sup>[1]</sup>. "
+        "Kubrick was a film director<sup>[2]</sup>. He was born in New York<sup>[2]</sup>.\n\n"
+        "## Heading 2\n\nLead Heading 2. Its effects set a standard for later films<sup>[3]</sup>.\n\n"
         "## Conclusion\n\nLead Conclusion.\n\n"
         "## References\n\n1. 2001: A Space Odyssey — https://w/2001\n2. Kubrick — https://w/k\n3. Special effects — https://w/fx")
     assert len(episode.calls) == 10 and {c["role"] for c in episode.calls[6:]} == {"report"}

@@ -132,10 +132,8 @@ def stepwise_teacher(body: dict[str, Any]) -> Reply:
         ids = body["response_format"]["json_schema"]["schema"]["properties"]["sentence_ids"]
         return Reply(json.dumps({"sentence_ids": ids["items"]["enum"][:ids["minItems"]]}))
     if user.startswith("You are writing a deep research report"):
-        ids = body["response_format"]["json_schema"]["schema"]["$defs"]["Section"]["properties"]["facts"]["items"]
-        last = (ids.get("enum") or [ids["const"]])[-1]
-        return Reply(json.dumps({"title": "The making of 2001", "sections": [{"heading": "Making", "facts": ["F1"]},
-                                                                                {"heading": "Release", "facts": [last]}]}))
+        n = body["response_format"]["json_schema"]["schema"]["properties"]["headings"]["minItems"]
+        return Reply(json.dumps({"title": "The making of 2001", "headings": ["Making", "Release"][:n]}))
     if user.startswith("You are writing one section"):
         return Reply(json.dumps({"text": "These facts show how the film was made."}))
     return report_writer(body)
@@ -165,7 +163,7 @@ def test_stepwise_teacher_writes_a_long_form_row(small_index_cfg, tmp_path):
     assert report.count("<sup>[") >= 3  # the facts, cited
     assert "\n\n## References\n\n1. " in report and "Title:" not in report
     assert row["retrieval_data"].count("<snippet id=") == 4  # two real searches over the index, 2 results each
-    fact = outline_prompt["messages"][0]["content"].split("F1: ")[1].split(" <sup>[1]</sup>")[0]
+    fact = outline_prompt["messages"][0]["content"].split("Part 1 (the making of the film):\n- ")[1].split("\n")[0]
     assert len(fact) > 20 and fact in row["retrieval_data"]  # the memory is sentences of the results, verbatim
     # the grammar sent with each search turn: "done" only after min_searches (2) searches; a repeated query ends
     actions = [r["response_format"]["json_schema"]["schema"]["properties"]["action"] for r in searches]

@@ -31,13 +31,14 @@ and never search. Each agent's answer is constrained instead, one short call at 
   to write facts with their source, the 1.5B wrote some under the wrong result's id, and allowed none,
   returned none even for relevant results); the memory is those sentences, verbatim, each with its result's
   source number;
-* report agent, in steps from the final memory: an outline (a title and 2 to :data:`MAX_SECTIONS`
-  headings, each with the facts it uses, by id; a fact stays in the first section that names it), then per
-  section and for a conclusion one lead sentence (a grammar: one sentence, no citation) followed by the
-  section's facts, verbatim, each with its citation ``<sup>[n]</sup>``; the References are the sources'
-  titles and URLs. The small model organises the evidence and writes no fact: given the memory with C.8
-  in one call, the 1.5B wrote a report from its own knowledge that cited nothing, and made to write
-  sections whose every sentence ends in a citation, it wrote its own knowledge before the citations.
+* report agent, in steps from the final memory: one section per plan item with facts, holding the facts
+  found for that item; an outline call writes the title and one heading per section, then per section and
+  for a conclusion one lead sentence (a grammar: one sentence, no citation) is followed by the section's
+  facts, verbatim, each with its citation ``<sup>[n]</sup>``; the References are the sources' titles and
+  URLs. The small model organises the evidence and writes no fact: given the memory with C.8 in one call,
+  the 1.5B wrote a report from its own knowledge that cited nothing; made to write sections whose every
+  sentence ends in a citation, it wrote its own knowledge before the citations; asked to assign facts to
+  sections, it put them all in the first.
 """
 
 from __future__ import annotations
@@ -212,13 +213,11 @@ def _sentences(piece: str, known: set[str]) -> tuple[str, list[tuple[str, str]]]
     return "\n".join(shown), out
 
 
-def outline_model(n_facts: int) -> type[BaseModel]:
-    """The report agent's outline: a title and sections, each with the ids (F1…) of the facts it uses."""
+def outline_model(sections: int) -> type[BaseModel]:
+    """The report agent's outline: a title and one heading per section."""
     heading = Annotated[str, Field(json_schema_extra={"pattern": HEADING_PATTERN})]
-    ids = Literal[tuple(f"F{i}" for i in range(1, n_facts + 1))]  # type: ignore[valid-type]
-    section = create_model("Section", heading=(heading, ...), facts=(list[ids], Field(min_length=1)))  # type: ignore[valid-type]
     return create_model("Outline", title=(heading, ...),
-                        sections=(list[section], Field(min_length=min(2, n_facts), max_length=MAX_SECTIONS)))
+                        headings=(list[heading], Field(min_length=sections, max_length=sections)))
 
 
 class Lead(BaseModel):
@@ -239,10 +238,10 @@ def run_mams_stepwise(structured: StructuredPolicy, call_tool: Callable[[str, An
     episode = MamsEpisode("", "", "", 0, 0)
     searched: list[str] = []
     sources: dict[str, int] = {}  # "Title — URL" -> source number
-    facts: list[tuple[str, int]] = []  # (fact, source number)
+    facts: list[tuple[str, int, int]] = []  # (fact, source number, plan item)
 
     def memory() -> str:
-        return "\n".join(f"- {fact} [{n}]" for fact, n in facts)
+        return "\n".join(f"- {fact} [{n}]" for fact, n, _ in facts)
 
     def ask(role: str, messages: list[dict[str, str]], output: type[BaseModel]) -> Any:
         value = structured(messages, output)
@@ -270,18 +269,20 @@ def run_mams_stepwise(structured: StructuredPolicy, call_tool: Callable[[str, An
         episode.tool_calls += 1
         episode.observations.append(observation)
         for piece in chunk(observation, cfg.chunk_tokens):
-            shown, sentences = _sentences(piece, {fact for fact, _ in facts})
+            shown, sentences = _sentences(piece, {fact for fact, _, _ in facts})
             if not sentences:
                 continue
             out = ask("state", _user("mams_step_state.user", query=query, memory=memory() or "(nothing yet)",
                                      item=item, sentences=shown), facts_model(len(sentences)))
             for sid in dict.fromkeys(out.sentence_ids):
                 sentence, source = sentences[int(sid[1:]) - 1]
-                facts.append((sentence, sources.setdefault(source, len(sources) + 1)))
+                facts.append((sentence, sources.setdefault(source, len(sources) + 1), turn))
     episode.plan = checklist()
     episode.memory = memory()
     if facts:
-        episode.report = _write_report(ask, query, facts, [(n, source) for source, n in sources.items()])
+        parts = [(p, [(f, n) for f, n, i in facts if i == turn]) for turn, p in enumerate(plan)]
+        episode.report = _write_report(ask, query, [(p, used) for p, used in parts if used],
+                                       [(n, source) for source, n in sources.items()])
     return episode
 
 
@@ -292,21 +293,20 @@ def _cited(fact: str, n: int) -> str:
 
 
 def _write_report(ask: Callable[[str, list[dict[str, str]], type[BaseModel]], Any], query: str,
-                  facts: list[tuple[str, int]], sources: list[tuple[int, str]]) -> str:
-    """The stepwise report agent: outline, then each section (and the conclusion): a lead sentence and its facts."""
-    listed = "\n".join(f"F{i}: {fact} <sup>[{n}]</sup>" for i, (fact, n) in enumerate(facts, start=1))
-    outline = ask("report", _user("mams_step_outline.user", query=query, facts=listed), outline_model(len(facts)))
-    parts, placed = [f"# {outline.title.strip()}"], set()
-    sections: list[tuple[str, list[tuple[str, int]]]] = []
-    for section in outline.sections:
-        new = [int(f[1:]) - 1 for f in dict.fromkeys(section.facts) if int(f[1:]) - 1 not in placed]
-        placed.update(new)
-        if new:
-            sections.append((section.heading.strip(), [facts[i] for i in new]))
-    for heading, used in [*sections, ("Conclusion", facts)]:
+                  parts: list[tuple[str, list[tuple[str, int]]]], sources: list[tuple[int, str]]) -> str:
+    """The stepwise report agent: ``parts`` are (plan item, its facts); outline, then per section (and the
+    conclusion) a lead sentence and the section's facts."""
+    listed = "\n".join(f"Part {k} ({item}):\n" + "\n".join(f"- {fact}" for fact, _ in used)
+                       for k, (item, used) in enumerate(parts, start=1))
+    outline = ask("report", _user("mams_step_outline.user", query=query, n=str(len(parts)), parts=listed),
+                  outline_model(len(parts)))
+    out = [f"# {outline.title.strip()}"]
+    everything = [fact for _, used in parts for fact in used]
+    sections = [(h.strip(), used) for h, (_, used) in zip(outline.headings, parts, strict=True)]
+    for heading, used in [*sections, ("Conclusion", everything)]:
         body = "\n".join(f"- {fact}" for fact, _ in used)
         lead = ask("report", _user("mams_step_section.user", query=query, heading=heading, facts=body), Lead).text
         cited = [] if heading == "Conclusion" else [_cited(fact, n) for fact, n in used]
-        parts.append(f"## {heading}\n\n" + " ".join([lead.strip(), *cited]))
-    parts.append("## References\n\n" + "\n".join(f"{n}. {title}" for n, title in sources))
-    return "\n\n".join(parts)
+        out.append(f"## {heading}\n\n" + " ".join([lead.strip(), *cited]))
+    out.append("## References\n\n" + "\n".join(f"{n}. {title}" for n, title in sources))
+    return "\n\n".join(out)
