@@ -169,8 +169,8 @@ MAX_SECTIONS = 5
 # the JSON string's closing quote included) and newlines (one line per query / fact).
 QUERY_PATTERN = r'^[^"\\\n ]+( [^"\\\n ]+){1,5}$'  # a search query: 2–6 words (the 1.5B put the whole question in one)
 ASPECT_PATTERN = r'^[^"\\\n]{12,100}$'  # a plan item: a phrase (the 1.5B planned single words)
-HEADING_PATTERN = r'^[A-Z][^"\\\n#]{3,80}$'
-LEAD_PATTERN = r'^[A-Z][^"\\\n<>.!?]{20,200}[.]$'  # one sentence
+HEADING_PATTERN = r'^[A-Z][^"\\\n#?!<>{}\[\]]{3,120}$'  # no question (the 1.5B went on past one in chat text)
+LEAD_PATTERN = r'^[A-Z][^"\\\n<>.!?]{20,320}[.]$'  # one sentence (at 200 characters the 1.5B was cut mid-sentence)
 _SNIPPET = re.compile(r"<snippet id=([^>\s]+)>(?:Title: ([^\n]*)\n)?(?:URL: ([^\n]*)\n)?(.*?)</snippet>", re.S)
 
 
