@@ -147,6 +147,10 @@ class BuildConfig(Section):
     # single: one Fig. 11 call; stepwise: select leaves, question, one criterion per leaf, logical criteria;
     # auto: stepwise for the embedded models, single for any other
     merge: Literal["auto", "single", "stepwise"] = "auto"
+    # --source report --form long, the MaMs teacher: paper (C.4–C.9 verbatim); stepwise (one JSON-constrained
+    # search query per turn, facts per chunk, one report call; training/mams.py); auto: stepwise for the
+    # embedded models, paper for any other
+    teacher: Literal["auto", "paper", "stepwise"] = "auto"
     tree_concurrency: int = Field(2, ge=1)  # trees in flight at once
     redundancy_threshold: float = Field(0.9, gt=0, le=1)
     max_leaves: int = Field(24, ge=1)  # tree serialization limits

@@ -3,7 +3,8 @@ answers each agent call, a recorded tool output is split into two chunks."""
 
 from __future__ import annotations
 
-from rubricforge.training.mams import MamsConfig, chunk, run_mams, tool_calls
+
+from rubricforge.training.mams import MamsConfig, chunk, run_mams, run_mams_stepwise, tool_calls
 
 QUERY = "How did the 1968 film change science fiction?"
 OBSERVATION = ("<snippet id=a1>2001: A Space Odyssey was released in 1968.</snippet>\n\n"
@@ -93,3 +94,92 @@ def test_rollouts_sample_with_the_mams_workflow(small_index_cfg, tmp_path):
     assert (s.trajectories, s.tool_calls) == (1, 1) and line["workflow"] == "mams"
     assert line["response"].startswith("<answer># The film") and len(line["calls"]) >= 4
     assert len(line["snippets"]) == 2  # the real search over the index answered the search agent's call
+
+
+# ---------------------------------------------------------------- stepwise variant (small models)
+
+SEARCH_RESULTS = {
+    "2001 film Kubrick": "<snippet id=a1>Title: 2001: A Space Odyssey\nURL: https://w/2001\nReleased in 1968, directed "
+                         "by Stanley Kubrick.</snippet>\n<snippet id=a2>Title: Kubrick\nURL: https://w/k\nKubrick was "
+                         "a film director. He was born in New York. His first \u2026</snippet>",
+    "film special effects": "<snippet id=b1>Title: Special effects\nURL: https://w/fx\nIts effects set a standard for "
+                            "later films.</snippet>",
+}
+
+
+class ScriptedStepwise:
+    """Structured answers per role (told apart by the output model), checked against what each may answer."""
+
+    def __init__(self, queries: list[str]):
+        self.queries, self.seen = list(queries), []
+
+    def __call__(self, messages, output):
+        schema = output.model_json_schema()
+        self.seen.append((output.__name__, messages, schema))
+        if output.__name__ == "Plan":
+            return output.model_validate({"plan": ["the making", "the effects", "the legacy"][:schema["properties"]["plan"]["maxItems"]]})
+        if output.__name__ == "SearchStep":
+            action = "done" if not self.queries else "search"
+            return output.model_validate({"action": action, "query": self.queries.pop(0) if self.queries else "x x"})
+        if output.__name__ == "Outline":
+            n = schema["properties"]["headings"]["minItems"]
+            return output.model_validate({"title": "The film", "headings": [f"Heading {k}" for k in range(1, n + 1)]})
+        if output.__name__ == "Lead":
+            return output.model_validate({"text": f"Lead {messages[0]['content'].split('Section: ')[1].split(chr(10))[0]}."})
+        ids = schema["properties"]["sentence_ids"]["items"]  # only the chunk's sentence ids
+        least = schema["properties"]["sentence_ids"]["minItems"]
+        return output.model_validate({"sentence_ids": (ids.get("enum") or [ids["const"]])[-least:]})  # the last ones
+
+
+def test_stepwise_episode_searches_before_it_may_stop_and_reports_from_the_facts():
+    structured, searches = ScriptedStepwise(["2001 film Kubrick", "film special effects", "FILM special  effects"]), []
+
+    def call_tool(name, arguments):
+        searches.append((name, arguments))
+        return SEARCH_RESULTS[arguments["query"][0]]
+
+    episode = run_mams_stepwise(structured, call_tool, QUERY, MamsConfig(min_searches=2))
+    kinds = [name for name, _, _ in structured.seen]
+    # a repeated query ends the search; then the outline, its 2 sections and the conclusion
+    assert kinds == ["Plan", "SearchStep", "Facts", "SearchStep", "Facts", "SearchStep", "Outline"] + ["Lead"] * 3
+    first, second, third = (s for name, _, s in structured.seen if name == "SearchStep")
+    assert first["properties"]["action"] == {"const": "search", "title": "Action", "type": "string"}  # no "done" yet
+    assert second["properties"]["action"].get("const") == "search" and third["properties"]["action"]["enum"] == ["search", "done"]
+    assert structured.seen[2][2]["properties"]["sentence_ids"]["items"]["enum"] == ["S1", "S2", "S3"]
+    assert structured.seen[2][1][0]["content"].endswith(
+        "<tool_output>\nResult: 2001: A Space Odyssey\n[S1] Released in 1968, directed by Stanley Kubrick.\nResult: "
+        "Kubrick\n[S2] Kubrick was a film director.\n[S3] He was born in New York.\n</tool_output>\n"
+        'Return JSON: {"sentence_ids": ["S1", "S2"]}')  # the cut-off sentence ("…") is not offered
+    assert searches == [("search", {"query": ["2001 film Kubrick"]}), ("search", {"query": ["film special effects"]})]
+    assert (episode.tool_calls, episode.turns, len(episode.observations)) == (2, 3, 2)
+    assert episode.memory == ("- Released in 1968, directed by Stanley Kubrick. [1]\n- Kubrick was a film director. [2]\n"
+                              "- He was born in New York. [2]\n- Its effects set a standard for later films. [3]")
+    assert episode.plan == "- [x] the making\n- [x] the effects\n- [ ] the legacy"
+    last = structured.seen[5][1][0]["content"]
+    assert "- 2001 film Kubrick\n- film special effects" in last and "Next plan item: the legacy" in last
+    outline = structured.seen[6][1][0]["content"]  # the facts grouped by the plan item they were found for
+    assert ("Part 1 (the making):\n- Released in 1968, directed by Stanley Kubrick.\n- Kubrick was a film director.\n"
+            "- He was born in New York.\nPart 2 (the effects):\n- Its effects set a standard for later films.") in outline
+    assert episode.report == (  # lead sentences, then the facts verbatim with their citations
+        "# The film\n\n## Heading 1\n\nLead Heading 1. Released in 1968, directed by Stanley Kubrick<sup>[1]</sup>. "
+        "Kubrick was a film director<sup>[2]</sup>. He was born in New York<sup>[2]</sup>.\n\n"
+        "## Heading 2\n\nLead Heading 2. Its effects set a standard for later films<sup>[3]</sup>.\n\n"
+        "## Conclusion\n\nLead Conclusion.\n\n"
+        "## References\n\n1. 2001: A Space Odyssey — https://w/2001\n2. Kubrick — https://w/k\n3. Special effects — https://w/fx")
+    assert len(episode.calls) == 10 and {c["role"] for c in episode.calls[6:]} == {"report"}
+
+
+def test_stepwise_episode_without_search_results_has_no_report():
+    structured = ScriptedStepwise(["a query", "another one"])
+    episode = run_mams_stepwise(structured, lambda n, a: "No results found.", QUERY,
+                                MamsConfig(tool_budget=2))
+    assert (episode.report, episode.tool_calls, episode.memory) == ("", 2, "")
+    assert [name for name, _, _ in structured.seen] == ["Plan", "SearchStep", "SearchStep"]  # no result: no state call
+
+
+def test_stepwise_state_agent_is_not_offered_sentences_it_already_kept():
+    structured = ScriptedStepwise(["2001 film Kubrick", "Kubrick films"])
+    episode = run_mams_stepwise(structured, lambda n, a: SEARCH_RESULTS["2001 film Kubrick"], QUERY, MamsConfig())
+    kinds = [name for name, _, _ in structured.seen]
+    assert kinds[:5] == ["Plan", "SearchStep", "Facts", "SearchStep", "SearchStep"]  # the same results: nothing new
+    assert episode.tool_calls == 2 and episode.memory.count("\n") == 2  # 3 sentences, each kept once

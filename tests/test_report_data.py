@@ -117,3 +117,55 @@ def test_retrieval_data_is_cut_at_a_paragraph_within_the_budget():
     text = "a" * 30 + "\n\n" + "b" * 30
     assert cut_tokens(text, 10) == "a" * 30 and cut_tokens(text, 100) == text
     assert outline_of("intro\n# Title\ntext #not\n### Sub part\n#nospace") == "# Title\n### Sub part"
+
+
+def stepwise_teacher(body: dict[str, Any]) -> Reply:
+    """The generator as RACE rubric writer and as the stepwise MaMs agents (JSON plan, searches, the first
+    sentence of each chunk, outline, sections)."""
+    user = str(body["messages"][-1]["content"])
+    if user.startswith("You are planning the research"):
+        return Reply(json.dumps({"plan": ["the making of the film", "its reception", "its legacy today"]}))
+    if user.startswith("You are researching the user input"):
+        query = "Kubrick 2001 making" if "Next plan item: the making" in user else "2001 film reception"
+        return Reply(json.dumps({"action": "search", "query": query}))
+    if user.startswith("You maintain the memory"):
+        ids = body["response_format"]["json_schema"]["schema"]["properties"]["sentence_ids"]
+        return Reply(json.dumps({"sentence_ids": ids["items"]["enum"][:ids["minItems"]]}))
+    if user.startswith("You are writing a deep research report"):
+        n = body["response_format"]["json_schema"]["schema"]["properties"]["headings"]["minItems"]
+        return Reply(json.dumps({"title": "The making of 2001", "headings": ["Making", "Release"][:n]}))
+    if user.startswith("You are writing one section"):
+        return Reply(json.dumps({"text": "These facts show how the film was made."}))
+    return report_writer(body)
+
+
+def test_stepwise_teacher_writes_a_long_form_row(small_index_cfg, tmp_path):
+    from rubricforge.jobs.report_data import teacher_mode
+
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text(json.dumps({"id": "drb-1", "query": "How was the 1968 Kubrick film made?"}) + "\n")
+    with FakeOpenAI(responder=stepwise_teacher) as server:
+        data = derive(small_index_cfg, "tools.top_k=2").model_dump(mode="json")
+        cfg = Config.model_validate({**data, "run_dir": str(tmp_path / "run"),
+                                     "llm": {**data["llm"], **litellm_llm_config(tmp_path, server, max_retries=0)}})
+        assert teacher_mode(cfg) == "paper" and teacher_mode(Config()) == "stepwise"  # auto: the embedded model
+        cfg.build.teacher = "stepwise"
+        done = build_report_data(cfg, queries, forms=("long",), progress=False)
+        searches = [r for r in server.requests if "Next plan item" in json.dumps(r)]
+        outline_prompt = next(r for r in server.requests if "You are writing a deep research report" in json.dumps(r))
+    assert (done.rows, done.failed) == (1, {})
+    (row,) = [json.loads(line) for line in (tmp_path / "run" / "report" / "data.jsonl").read_text().splitlines()]
+    check_columns([row], ["report"], "report data")
+    assert (row["id"], row["teacher_tool_calls"]) == ("drb-1#long", 2)
+    assert row["outline"] == "# The making of 2001\n## Making\n## Release\n## Conclusion\n## References"
+    report = row["reference_report"]
+    assert report.startswith("# The making of 2001\n\n## Making\n\nThese facts show how the film was made. ")
+    assert report.count("<sup>[") >= 3  # the facts, cited
+    assert "\n\n## References\n\n1. " in report and "Title:" not in report
+    assert row["retrieval_data"].count("<snippet id=") == 4  # two real searches over the index, 2 results each
+    fact = outline_prompt["messages"][0]["content"].split("Part 1 (the making of the film):\n- ")[1].split("\n")[0]
+    assert len(fact) > 20 and fact in row["retrieval_data"]  # the memory is sentences of the results, verbatim
+    # the grammar sent with each search turn: "done" only after min_searches (2) searches; a repeated query ends
+    actions = [r["response_format"]["json_schema"]["schema"]["properties"]["action"] for r in searches]
+    assert actions[:2] == [{"const": "search", "title": "Action", "type": "string"}] * 2
+    assert actions[2]["enum"] == ["search", "done"] and len(actions) == 3
