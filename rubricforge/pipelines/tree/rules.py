@@ -80,8 +80,10 @@ def _similar(word: str, other: str) -> bool:
     per pair of words (the rule checks compare the same words many times: every rubric pair, every statement)."""
     if _same_stem(word, other):
         return True
+    if 2 * min(len(word), len(other)) < WORD_FUZZ * (len(word) + len(other)):  # real_quick_ratio, without the matcher
+        return False
     m = SequenceMatcher(None, other, word)
-    return m.real_quick_ratio() >= WORD_FUZZ and m.quick_ratio() >= WORD_FUZZ and m.ratio() >= WORD_FUZZ
+    return m.quick_ratio() >= WORD_FUZZ and m.ratio() >= WORD_FUZZ
 
 
 def _word_found(word: str, vocabulary: set[str]) -> bool:
