@@ -164,7 +164,6 @@ def run_mams(policy: Policy, call_tool: Callable[[str, Any], str], query: str, c
 FACTS_PER_CHUNK = 5
 MIN_FACTS = 3  # per chunk (fewer when it has fewer sentences): allowed 1, the 1.5B kept only the first 1–2
 MAX_PLAN = 5  # plan items, at most (and at most the tool budget)
-MAX_SECTIONS = 5
 # Grammar patterns: every class leaves out '"' and '\\' (llama.cpp lets any character of a class through,
 # the JSON string's closing quote included) and newlines (one line per query / fact).
 QUERY_PATTERN = r'^[^"\\\n ]+( [^"\\\n ]+){1,5}$'  # a search query: 2–6 words (the 1.5B put the whole question in one)
