@@ -11,6 +11,8 @@ that sends more shows it. ``max_in_flight_by`` counts per ``tag`` (the last mess
 ``GET .../models`` lists ``models`` (as vLLM and llama.cpp do). A :class:`Reply` can also be a fault:
 ``body`` (raw bytes instead of a completion, e.g. a body without
 ``choices``), ``drop`` (close the connection without answering) and extra ``headers`` (``Retry-After``).
+A reply's ``delay_s`` counts from the request's arrival (its request line read), so the fake's own work
+(reading the body, building the answer, other requests of a burst holding the GIL) is inside it.
 """
 
 from __future__ import annotations
@@ -133,9 +135,16 @@ class FakeOpenAI:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"  # keep-alive, as real servers: a client need not connect per request
+            # TCP_NODELAY, as real servers: the body, sent after the headers, is not held back by Nagle's
+            # algorithm until the client's delayed ACK (40 ms on Linux) of the headers
+            disable_nagle_algorithm = True
 
             def log_message(self, *args: object) -> None:
                 pass
+
+            def parse_request(self) -> bool:
+                self.arrived = time.monotonic()  # a reply's delay counts from here, not after the fake's own work
+                return super().parse_request()
 
             def do_GET(self) -> None:  # noqa: N802
                 if not self.path.rstrip("/").endswith("/models"):
@@ -156,7 +165,7 @@ class FakeOpenAI:
                 reply = fake._next(body, {k.lower(): v for k, v in self.headers.items()})
                 done = False
                 try:
-                    time.sleep(reply.delay_s)
+                    time.sleep(max(0.0, reply.delay_s - (time.monotonic() - self.arrived)))
                     if reply.drop:
                         self.close_connection = True
                         self.connection.shutdown(2)

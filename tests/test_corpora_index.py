@@ -305,3 +305,57 @@ def test_the_query_embedder_runs_under_the_index_lock(built, monkeypatch):
     idx.embed_queries(["moon landing"])
     assert free == [False]
     idx.close()
+
+
+def test_concurrent_async_query_embeddings_share_model_calls(built, monkeypatch):
+    """The calls of one loop waiting for the model go to it together, at most QUERY_BATCH queries per model
+    call (a call is never split); each caller gets its own rows, as embedded alone."""
+    import asyncio
+
+    from rubricforge.corpora.index_store import QUERY_BATCH
+
+    _, info = built
+    idx = CorpusIndex.open(info.path)
+    texts = [[f"query {i} about the moon"] for i in range(QUERY_BATCH + 4)] + [["printing press", "volcano"], []]
+    alone = {t: idx.embedder.embed_queries([t])[0] for call in texts for t in call}
+    seen: list[list[str]] = []
+    original = idx.embedder.embed_queries
+    monkeypatch.setattr(idx.embedder, "embed_queries", lambda batch: seen.append(list(batch)) or original(batch))
+
+    async def main():
+        return await asyncio.gather(*(idx.aembed_queries(call) for call in texts))
+
+    got = asyncio.run(main())
+    assert [len(call) for call in seen] == [QUERY_BATCH, 6]  # all calls came before the first batch started
+    assert [t for call in seen for t in call] == [t for call in texts for t in call]
+    for call, vectors in zip(texts, got, strict=True):
+        assert vectors.shape == (len(call), 384)
+        for t, v in zip(call, vectors, strict=True):
+            np.testing.assert_allclose(v, alone[t], atol=1e-5)
+    idx.close()
+
+
+def test_a_failed_query_embedding_fails_only_the_calls_of_its_batch(built, monkeypatch):
+    import asyncio
+
+    _, info = built
+    idx = CorpusIndex.open(info.path)
+    original = idx.embedder.embed_queries
+
+    def embed(batch):
+        if "bad" in batch:
+            raise RuntimeError("the model failed")
+        return original(batch)
+
+    monkeypatch.setattr(idx.embedder, "embed_queries", embed)
+
+    async def main():
+        first = asyncio.ensure_future(idx.aembed_queries(["bad"]))
+        await asyncio.sleep(0)  # the first batch holds "bad" alone
+        rest = await asyncio.gather(idx.aembed_queries(["moon landing"]), idx.aembed_queries(["volcano"]))
+        return await asyncio.gather(first, return_exceptions=True), rest
+
+    (failed,), rest = asyncio.run(main())
+    assert isinstance(failed, RuntimeError) and [v.shape for v in rest] == [(1, 384), (1, 384)]
+    assert not idx._waiting and not idx._batching  # nothing left behind for the loop
+    idx.close()

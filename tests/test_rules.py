@@ -190,3 +190,26 @@ def test_word_matching_is_difflibs_close_match_or_a_shared_stem():
         expected = word in vocabulary or (len(word) >= 5 and (any(_same_stem(word, v) for v in vocabulary)
                                                                or bool(get_close_matches(word, vocabulary, 1, WORD_FUZZ))))
         assert _word_found(word, vocabulary) == expected, word
+
+
+def test_word_similarity_bounds_reject_only_pairs_difflib_rejects():
+    """_similar's cheap bounds (lengths, characters the other word lacks) never reject a pair that a shared
+    stem or difflib's close match accepts: checked over every pair of words of a few paragraphs."""
+    from difflib import SequenceMatcher
+
+    from rubricforge.pipelines.tree.rules import WORD_FUZZ, _same_stem, _similar
+
+    text = ("The organisation of honeybee colonies; organization and organisms. Pollinators pollinate crops, "
+            "pollination declines, colony collapse disorder. Temperatures, temperature, temporal, tempered. "
+            "Photosynthesis, photosynthetic, synthesis, synthetic. Explains, explaining, explained, explanation, "
+            "mitochondria, mitochondrion, commitments, committees, comparing, compares, comparison, colour, colors")
+    words = sorted(set(content_words(text)))
+    accepted = 0
+    for a in words:
+        for b in words:
+            m = SequenceMatcher(None, b, a)
+            expected = _same_stem(a, b) or (m.real_quick_ratio() >= WORD_FUZZ and m.quick_ratio() >= WORD_FUZZ
+                                            and m.ratio() >= WORD_FUZZ)
+            assert _similar(a, b) == expected, (a, b)
+            accepted += expected and a != b
+    assert accepted >= 20  # the words hold many near pairs, so the test compares both outcomes

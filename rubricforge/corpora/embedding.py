@@ -240,7 +240,7 @@ class Embedder:
         order = np.argsort([-len(t) for t in texts], kind="stable")
         batches = [order[start:start + self.batch_size] for start in range(0, len(order), self.batch_size)]
         features = (self._tokenize([prefix + texts[i] for i in idx]) for idx in batches)
-        for idx, batch in zip(batches, prefetched(features), strict=True):
+        for idx, batch in zip(batches, prefetched(features) if len(batches) > 1 else features, strict=True):
             out[idx] = self._forward(batch)
             self.batches_embedded += 1
             if on_batch:

@@ -3,13 +3,18 @@
 ``CorpusIndex.open(path)`` reads only ``meta.json``; the passage store, the FAISS index (memory-mapped)
 and the query embedder load on first use, once, even under concurrent callers. The embedder runs under
 the index's lock (its tokenizer is not thread-safe). Async callers ``await index.asearch(...)`` /
-``aembed_queries(...)``: the work runs on the index's own worker thread, never on the event loop. Search-time knobs
+``aembed_queries(...)``: the work runs on the index's own worker thread, never on the event loop. The query
+embeddings that one loop's coroutines ask for while an embedding runs are embedded together next, in one
+call of the model: many trees in flight each ask for a query or two at a time, and a batch costs the model
+about half the CPU per query of single ones (``benchmarks/synthesis.py``). A vector may differ from the one
+embedded alone in the last bits of float32 (padding). Search-time knobs
 (``ef_search``, ``nprobe``, ``gpu``, the embedding device) default to what the build recorded and
 can be overridden per open; :meth:`CorpusIndex.from_config` takes them from a config.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from collections import OrderedDict
@@ -37,6 +42,7 @@ STORE_STATE_FILE = "store.json"
 REJECTS_FILE = "rejects.jsonl"
 EMBEDDINGS_DIR = "embeddings"
 QUERY_CACHE = 4096  # recent query embeddings kept in memory
+QUERY_BATCH = 16  # aembed_queries: queries per model call; 16 cost about as much per query as 64, and wait less
 
 
 @dataclass(frozen=True)
@@ -60,6 +66,9 @@ class CorpusIndex:
         self._searcher: Any = None  # a faiss.Index or a TorchExactSearch
         self._embedder: Embedder | None = None
         self._query_vectors: OrderedDict[str, np.ndarray] = OrderedDict()  # LRU of recent query embeddings
+        # per event loop: the aembed_queries calls waiting for the next batch, and the task that embeds them
+        self._waiting: dict[asyncio.AbstractEventLoop, list[tuple[list[str], asyncio.Future[np.ndarray]]]] = {}
+        self._batching: dict[asyncio.AbstractEventLoop, asyncio.Task[None]] = {}
 
     @classmethod
     def open(cls, path: str | Path, **search_options: Any) -> CorpusIndex:
@@ -170,8 +179,41 @@ class CorpusIndex:
         return np.stack([known[t] for t in texts])
 
     async def aembed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        """:meth:`embed_queries` on the index's worker thread."""
-        return await self._worker.run(self.embed_queries, list(texts))
+        """:meth:`embed_queries` on the index's worker thread, batched with the calls of the same loop that
+        come while an embedding runs."""
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[np.ndarray] = loop.create_future()
+        self._waiting.setdefault(loop, []).append((list(texts), answer))
+        if loop not in self._batching:
+            self._batching[loop] = loop.create_task(self._embed_waiting(loop))
+        return await answer
+
+    async def _embed_waiting(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Embeds the waiting calls, first come first served, in batches of about ``QUERY_BATCH`` queries (a
+        call is never split) until none is left; a failure fails the calls of its batch."""
+        batch: list[tuple[list[str], asyncio.Future[np.ndarray]]] = []
+        try:
+            while waiting := self._waiting.get(loop):
+                n = size = 0
+                while n < len(waiting) and (n == 0 or size + len(waiting[n][0]) <= QUERY_BATCH):
+                    size, n = size + len(waiting[n][0]), n + 1
+                batch, waiting[:n] = waiting[:n], []
+                try:
+                    vectors = await self._worker.run(self.embed_queries, [t for texts, _ in batch for t in texts])
+                except Exception as e:
+                    for _, answer in batch:
+                        if not answer.done():
+                            answer.set_exception(e)
+                    continue
+                start = 0
+                for texts, answer in batch:
+                    if not answer.done():  # not cancelled meanwhile
+                        answer.set_result(vectors[start:start + len(texts)])
+                    start += len(texts)
+        finally:  # cancelled (the loop is closing): so are the calls still waiting
+            del self._batching[loop]
+            for _, answer in batch + self._waiting.pop(loop, []):
+                answer.cancel()  # no-op on an answered call
 
     def search_vectors(self, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Raw ``(scores, positions)``, each ``(len(vectors), k)``; a position of -1 means no result."""

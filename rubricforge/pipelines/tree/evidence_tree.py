@@ -29,7 +29,8 @@ client's re-prompts is recorded (a node note or a drop), never filled in.
 Retrieval and query embedding are CPU work: the ToolBox and the index run them on their own worker
 threads (:meth:`ToolBox.asearch_snippets`, :meth:`CorpusIndex.aembed_queries`), never on the event loop,
 so LLM calls of other trees keep flowing. The redundancy check embeds a batch of proposals in one
-call; the searches that follow find those vectors in the index's query cache.
+call, and the root query is embedded the same way before its search (the index embeds the calls of all
+trees in flight together); the searches that follow find those vectors in the index's query cache.
 """
 
 from __future__ import annotations
@@ -164,6 +165,7 @@ class TreeBuilder:
     async def build(self, tree_id: str, seed: Seed) -> EvidenceTree:
         """Algorithm 1, stage 1, for one seed (see the module docstring)."""
         state = _TreeState(tree_id, seed, self.corpus_hash, self.b.max_nodes)
+        await self._embed_missing(state, [seed.query])  # needed by the redundancy check; batched with other trees'
         root = state.add(seed.query, parent=None, snippets=await self._retrieve(seed.query))
         await self._extract(state, [root])
         level = [root]

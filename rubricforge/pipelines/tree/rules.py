@@ -75,12 +75,27 @@ def _same_stem(a: str, b: str) -> bool:
 
 
 @lru_cache(maxsize=1 << 16)
+def _characters(word: str) -> int:
+    """The set of the word's characters, as bits."""
+    bits = 0
+    for c in word:
+        bits |= 1 << (ord(c) - 48)  # content words hold [a-z0-9] only
+    return bits
+
+
+@lru_cache(maxsize=1 << 16)
 def _similar(word: str, other: str) -> bool:
     """Same stem, or a close spelling: difflib's ratio at least WORD_FUZZ (what get_close_matches tests), once
-    per pair of words (the rule checks compare the same words many times: every rubric pair, every statement)."""
-    if _same_stem(word, other):
+    per pair of words (the rule checks compare the same words many times: every rubric pair, every statement).
+    Two cheap upper bounds of the ratio go first, as most pairs are far apart: the lengths (difflib's
+    real_quick_ratio), and the characters each word has that the other lacks, none of which can match."""
+    if word[:5] == other[:5] and _same_stem(word, other):
         return True
-    if 2 * min(len(word), len(other)) < WORD_FUZZ * (len(word) + len(other)):  # real_quick_ratio, without the matcher
+    a, b = len(word), len(other)
+    if 2 * min(a, b) < WORD_FUZZ * (a + b):
+        return False
+    bits_a, bits_b = _characters(word), _characters(other)
+    if 2 * min(a - (bits_a & ~bits_b).bit_count(), b - (bits_b & ~bits_a).bit_count()) < WORD_FUZZ * (a + b):
         return False
     m = SequenceMatcher(None, other, word)
     return m.quick_ratio() >= WORD_FUZZ and m.ratio() >= WORD_FUZZ
