@@ -526,7 +526,7 @@ def train_dpo_pairs(
                                                         "now, resumably).")] = None,
 ) -> None:
     """Chosen / rejected pairs per question from scored rollouts (MindDR §5.4), for TRL's DPOTrainer."""
-    from rubricforge.training.dpo import build_pairs
+    from rubricforge.jobs.dpo_pairs import build_pairs
 
     s = build_pairs(_config(config, set_), dataset, rollouts, out, scores, progress=True)
     _console().print(f"{s.pairs} pairs from {s.prompts} questions ({s.scored} scored rollouts, {s.unscored} "

@@ -87,7 +87,7 @@ def test_dpo_pairs_from_scored_rollouts_train_with_dpo(small_index_cfg, tiny_mod
     from datasets import load_from_disk
     from trl import DPOConfig, DPOTrainer
 
-    from rubricforge.training.dpo import build_pairs
+    from rubricforge.jobs.dpo_pairs import build_pairs
     from rubricforge.training.model import load_tokenizer
 
     kubrick = json.loads(DATA.read_text().splitlines()[0])["id"]

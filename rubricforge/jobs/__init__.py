@@ -2,5 +2,6 @@
 (:class:`~rubricforge.rundir.RunDir`), then exports, and returns one
 :class:`~rubricforge.jobs.base.JobResult`: :mod:`~rubricforge.jobs.tree` (the evidence-tree dataset),
 :mod:`~rubricforge.jobs.kg` (the knowledge-graph dataset), :mod:`~rubricforge.jobs.score` (reward
-scoring). How a job ends — complete, stopped by the budget, failed, interrupted — and whether a task
-is retried are decided in :mod:`~rubricforge.jobs.base`; the flows only schedule."""
+scoring), :mod:`~rubricforge.jobs.dpo_pairs` (DPO preference pairs from scored rollouts). How a job
+ends — complete, stopped by the budget, failed, interrupted — and whether a task is retried are decided
+in :mod:`~rubricforge.jobs.base`; the flows only schedule."""

@@ -6,8 +6,8 @@
 * :mod:`~rubricforge.training.rewards` — the reward function handed to TRL, with per-step metrics;
 * :mod:`~rubricforge.training.presets` — the paper's and a small GPU's hyperparameters, loss types;
 * :mod:`~rubricforge.training.data`, :mod:`~rubricforge.training.model` — dataset rows, tokenizer checks;
-* :mod:`~rubricforge.training.rollouts`, :mod:`~rubricforge.training.sft`, :mod:`~rubricforge.training.dpo` —
-  sampling trajectories, the cold-start SFT stage, preference pairs.
+* :mod:`~rubricforge.training.rollouts`, :mod:`~rubricforge.training.sft` — sampling trajectories, the
+  cold-start SFT stage (the preference pairs for DPO are a job: :mod:`~rubricforge.jobs.dpo_pairs`).
 
 Only the CLI and ``jobs.report_data`` (the long form's MaMs teacher trajectory) import from here; torch,
 transformers, trl and datasets are imported inside functions.
