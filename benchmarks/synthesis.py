@@ -8,13 +8,14 @@ level against two ideals computed in the same run:
 * the ideal of the call graph: the same run with no orchestration cost. Every LLM call of the level is
   recorded (its tree, role, when issued and answered); a call depends on the calls of its tree that were
   answered before it was issued. :func:`simulate` replays that graph with every call taking exactly its
-  requests x latency and each role's slots served first ready, first served, as the client's limits do.
-  The gap between wall time and this ideal is what the orchestration costs: the issue's "overhead
-  against the ideal". It exceeds the first ideal because the slots are not interchangeable and the
-  calls are not independent: the verifier's C // 8 slots only get work at the end of each tree, when
-  the trees, moving in step, all reach it together (at 1 s and C = 64: 128 verifications on 8 slots,
-  16 s, after a generator phase of about 21 s), and no tree finishes faster than its longest chain of
-  dependent calls (printed too).
+  requests x latency and each role's slots served as the client's limits serve them: the lowest tree
+  first (``llm.limits.PRIORITY``), then first ready. The gap between wall time and this ideal is what the
+  orchestration costs: the issue's "overhead against the ideal". It exceeds the first ideal because the
+  slots are not interchangeable and the calls are not independent: the verifier's C // 8 slots only get
+  work at the end of each tree, and no tree finishes faster than its longest chain of dependent calls
+  (printed too). Serving the earliest trees first lets them reach the verifier while the others are still
+  built; first come first served (before the priority) moved all trees in step, and at 1 s and C = 64
+  all 128 verifications queued on 8 slots at the end (wall 34-35 s; 26 s with the priority).
 
     .venv/bin/python benchmarks/synthesis.py                       # levels 1,4,16,64 at 50 ms per call
     .venv/bin/python benchmarks/synthesis.py --latency-ms 1000 --levels 16,64 --trees 1 --json out.json
@@ -58,7 +59,7 @@ import time
 from collections import defaultdict
 from contextlib import contextmanager
 from contextvars import ContextVar
-from heapq import heappop, heappush
+from heapq import heapify, heappop, heappush
 from pathlib import Path
 from typing import Any
 
@@ -153,9 +154,9 @@ def traced_calls() -> Any:
 
 def simulate(calls: list[tuple[int, str, float, float, int]], slots: dict[str, int] | None, latency_s: float) -> float:
     """The makespan of the recorded calls with no orchestration cost: every call takes its requests x latency,
-    waits for the calls it depends on and then for a free slot of its role (first ready, first served, as the
-    client's FIFO limits; ``slots`` None: unlimited, the longest chain). A call depends on the calls of its tree
-    answered before it was issued."""
+    waits for the calls it depends on and then for a free slot of its role, served as the client's limits
+    serve them: lowest tree first (the tree's priority), then first ready (``slots`` None: unlimited, the
+    longest chain). A call depends on the calls of its tree answered before it was issued."""
     deps: list[list[int]] = [[] for _ in calls]
     by_tree: dict[int, list[int]] = defaultdict(list)
     for i, (tree, *_rest) in enumerate(calls):
@@ -168,22 +169,29 @@ def simulate(calls: list[tuple[int, str, float, float, int]], slots: dict[str, i
     for i, d in enumerate(deps):
         for j in d:
             dependents[j].append(i)
-    ready = [0.0] * len(calls)
-    heap = [(0.0, i) for i, n in enumerate(waiting) if n == 0]
-    free: dict[str, list[float]] = {role: [0.0] * n for role, n in (slots or {}).items()}
+    free = {role: (n if slots else len(calls)) for role, n in (slots or {c[1]: 0 for c in calls}).items()}
+    queued: dict[str, list[tuple[int, float, int]]] = defaultdict(list)  # role -> (tree, ready time, call)
+    events = [(0.0, 1, i) for i, n in enumerate(waiting) if n == 0]  # (time, 0 answered | 1 ready, call)
+    heapify(events)
     end = 0.0
-    while heap:
-        at, i = heappop(heap)  # ready times pop in order: a released call is ready after the call that released it
-        role, requests = calls[i][1], calls[i][4]
-        start = max(at, heappop(free[role])) if slots else at
-        finish = start + requests * latency_s
-        if slots:
-            heappush(free[role], finish)
-        end = max(end, finish)
-        for k in dependents[i]:
-            ready[k], waiting[k] = max(ready[k], finish), waiting[k] - 1
-            if waiting[k] == 0:
-                heappush(heap, (ready[k], k))
+    while events:
+        now = events[0][0]
+        while events and events[0][0] == now:  # everything that happens at this instant, then the slots
+            _, kind, i = heappop(events)
+            if kind == 1:
+                heappush(queued[calls[i][1]], (calls[i][0], now, i))
+                continue
+            free[calls[i][1]] += 1
+            end = max(end, now)
+            for k in dependents[i]:
+                waiting[k] -= 1
+                if waiting[k] == 0:
+                    heappush(events, (now, 1, k))
+        for role, ready in queued.items():
+            while ready and free[role] > 0:
+                _, _, i = heappop(ready)
+                free[role] -= 1
+                heappush(events, (now + calls[i][4] * latency_s, 0, i))
     return end
 
 

@@ -139,6 +139,34 @@ def test_cancelled_waiters_do_not_leak_slots():
     asyncio.run(run())
 
 
+def test_a_free_slot_goes_to_the_lowest_priority_then_the_first_come():
+    from rubricforge.llm.limits import PRIORITY
+
+    async def run():
+        sem = CrossLoopSemaphore(1)
+        await sem.acquire()
+        served: list[str] = []
+
+        async def wait(name: str, priority: int) -> None:
+            PRIORITY.set(priority)  # this task's context only
+            async with sem.hold():
+                served.append(name)
+
+        waiters = []
+        for name, priority in [("late tree", 5), ("first tree, call 1", 1), ("middle tree", 3),
+                               ("first tree, call 2", 1), ("no tree", 0)]:
+            waiters.append(asyncio.ensure_future(wait(name, priority)))
+            await asyncio.sleep(0)  # queued in this order
+        waiters[2].cancel()  # a cancelled waiter leaves the queue
+        await asyncio.sleep(0)
+        sem.release()
+        await asyncio.gather(*waiters, return_exceptions=True)
+        assert served == ["no tree", "first tree, call 1", "first tree, call 2", "late tree"]
+        await asyncio.wait_for(sem.acquire(), timeout=5)  # and the slot is free again
+
+    asyncio.run(run())
+
+
 def test_the_direct_client_takes_its_proxy_from_the_environment(monkeypatch):
     from rubricforge.llm.backends.openai_http import _proxy
 

@@ -3,25 +3,37 @@
 One client may be driven from several event loops at once (e.g. worker threads each running
 ``asyncio.run``), so an ``asyncio.Semaphore`` (bound to one loop) will not do. These primitives keep
 their state under a ``threading.Lock`` and wake waiters on their own loop with ``call_soon_threadsafe``.
+
+A concurrency slot goes to the waiting request of lowest :data:`PRIORITY`, then first come first served.
+The tree pipeline gives each tree its seed's position: with more trees in flight than slots, the trees
+admitted first finish first, so finished work reaches the stage logs (and the verifier's slots) while the
+later trees are still being built, instead of every tree advancing in step and reaching the end together.
 """
 
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 import threading
 import time
-from collections import deque
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from typing import AsyncIterator, Callable
+
+# the priority of the slot requests made in this context (and the tasks it starts): lower is served first
+PRIORITY: ContextVar[int] = ContextVar("rubricforge_llm_priority", default=0)
 
 
 class CrossLoopSemaphore:
-    """A FIFO semaphore usable from any event loop in any thread."""
+    """A semaphore usable from any event loop in any thread; waiters are served by :data:`PRIORITY`, then
+    in arrival order."""
 
     def __init__(self, value: int):
         self._value = value
         self._lock = threading.Lock()
-        self._waiters: deque[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = deque()
+        self._waiters: list[tuple[int, int, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []  # a heap
+        self._arrivals = itertools.count()
 
     async def acquire(self) -> None:
         loop = asyncio.get_running_loop()
@@ -30,15 +42,16 @@ class CrossLoopSemaphore:
                 self._value -= 1
                 return
             fut: asyncio.Future[None] = loop.create_future()
-            self._waiters.append((loop, fut))
+            heapq.heappush(self._waiters, (PRIORITY.get(), next(self._arrivals), loop, fut))
         try:
             await fut
         except asyncio.CancelledError:
             with self._lock:
-                waiting = (loop, fut) in self._waiters
-                if waiting:
-                    self._waiters.remove((loop, fut))
-            if not waiting and fut.done() and not fut.cancelled():
+                entry = next((w for w in self._waiters if w[3] is fut), None)
+                if entry is not None:
+                    self._waiters.remove(entry)
+                    heapq.heapify(self._waiters)
+            if entry is None and fut.done() and not fut.cancelled():
                 self.release()  # the slot was granted just as we were cancelled: pass it on
             raise
 
@@ -46,7 +59,7 @@ class CrossLoopSemaphore:
         here = asyncio._get_running_loop()
         with self._lock:
             while self._waiters:
-                loop, fut = self._waiters.popleft()
+                _, _, loop, fut = heapq.heappop(self._waiters)
                 try:  # another loop's waiter: wake that loop (a self-pipe write); this loop's: just schedule it
                     (loop.call_soon if loop is here else loop.call_soon_threadsafe)(self._grant, fut)
                     return

@@ -55,6 +55,7 @@ from rubricforge.config import Config, LLMConfig
 from rubricforge.errors import UserError
 from rubricforge.llm import LLMClient, LLMResult
 from rubricforge.llm.client import transient_failures
+from rubricforge.llm.limits import PRIORITY
 from rubricforge.pipelines.prompting import prompt_hashes
 from rubricforge.pipelines.tree.seeds import Seed, load_or_sample_seeds
 from rubricforge.rundir import RunDir, StageLog, atomic_write_json, now
@@ -255,6 +256,7 @@ class TreeWorker:
         """Take the seed's tree through ``stages``; returns the tree id. Raises BudgetExceeded when the budget
         is spent and Unavailable when an LLM call failed transiently (the item in flight is not logged)."""
         key, last = tree_id_for(seed), max(STAGES.index(s) for s in stages)
+        PRIORITY.set(seed.index)  # this tree's LLM calls wait behind those of the trees admitted before it
         try:
             tree = await self._stage1(seed, "trees" in stages)
             if last >= 1:
