@@ -55,6 +55,8 @@ class RoleConfig(Section):
     tpm: int | None = Field(None, ge=1)  # tokens per minute
     n_ctx: int = Field(8192, ge=512)  # local backend context window
     n_threads: int | None = None  # local backend threads (default: all cores)
+    # local backend: llama.cpp's repacked weight buffers; None (auto): off on CPUs with AMX, where they crash
+    repack: bool | None = None
 
 
 class LLMConfig(Section):
@@ -135,7 +137,11 @@ class BuildConfig(Section):
     # Laptop defaults (the embedded 1.5B model on 2 cores: one small tree, a few minutes of LLM calls).
     # Paper scale (depth 3, branching 6/4/3, 60 nodes, 3 passages per node, 100 trees, a stronger model):
     # data/config.example.yaml.
+    # Trees are built in seed order until at least n_trees were built and target_rows rows retained (0: no row
+    # target), never more than max_trees (None: max(n_trees, 10 x target_rows)).
     n_trees: int = Field(1, ge=1)
+    target_rows: int = Field(1, ge=0)
+    max_trees: int | None = Field(None, ge=1)
     seed: int = 0
     max_depth: int = Field(2, ge=1)
     branching: list[int] = Field(default_factory=lambda: [3, 2])  # root, intermediate, deeper
@@ -166,6 +172,16 @@ class BuildConfig(Section):
         if not v or any(b < 1 for b in v):
             raise ValueError("branching needs at least one value and every value must be >= 1")
         return v
+
+    @model_validator(mode="after")
+    def _cap(self) -> BuildConfig:
+        if self.max_trees is not None and self.max_trees < self.n_trees:
+            raise ValueError(f"max_trees ({self.max_trees}) is below n_trees ({self.n_trees})")
+        return self
+
+    def tree_cap(self) -> int:
+        """The most trees a run builds (``max_trees`` resolved)."""
+        return self.max_trees if self.max_trees is not None else max(self.n_trees, 10 * self.target_rows)
 
 
 class KGConfig(Section):

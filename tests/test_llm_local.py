@@ -73,3 +73,62 @@ def test_unwritable_model_dir_is_a_user_error(tmp_path):
     blocker.write_text("x")
     with pytest.raises(UserError, match="llm.model_dir"):
         local_model.ensure_model(blocker / "models", SMALL)
+
+
+SEGFAULT_AFTER_LOAD = ["-c", "import os, signal; print('loaded', flush=True); os.kill(os.getpid(), signal.SIGSEGV)"]
+
+
+def test_a_native_crash_of_the_probe_child_is_one_line_naming_the_cpu_and_the_fix(tmp_path, monkeypatch):
+    from rubricforge.llm import native_probe
+
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"GGUF")
+    monkeypatch.setattr(native_probe, "CHILD", SEGFAULT_AFTER_LOAD)
+    with pytest.raises(UserError) as err:
+        native_probe.probe(gguf, 512, 1, repack=True)
+    line = str(err.value)
+    assert "\n" not in line and "SIGSEGV" in line and "on its first completion" in line
+    assert native_probe.cpu_summary() in line and "llm.<role>.repack=false" in line
+    assert not (tmp_path / "model.gguf.probe.json").exists()  # a crash is never remembered as a success
+    monkeypatch.setattr(native_probe, "CHILD", ["-c", "import sys; sys.exit(3)"])
+    with pytest.raises(UserError, match="while loading") as err:
+        native_probe.probe(gguf, 512, 1, repack=False)
+    assert "GGML_NATIVE=OFF" in str(err.value)
+
+
+def test_a_probe_that_succeeded_is_remembered_per_repack_setting(tmp_path, monkeypatch):
+    from rubricforge.llm import native_probe
+
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"GGUF")
+    monkeypatch.setattr(native_probe, "CHILD", ["-c", "print('loaded')"])
+    native_probe.probe(gguf, 512, 1, repack=False)
+    monkeypatch.setattr(native_probe, "CHILD", SEGFAULT_AFTER_LOAD)
+    native_probe.probe(gguf, 512, 1, repack=False)  # remembered: the child is not run again
+    with pytest.raises(UserError, match="SIGSEGV"):
+        native_probe.probe(gguf, 512, 1, repack=True)  # another setting is probed anew
+
+
+def test_llm_check_reports_a_crashing_embedded_model_as_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    from rubricforge import cli
+    from rubricforge.llm import native_probe
+
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"GGUF")
+    monkeypatch.setattr(native_probe, "CHILD", SEGFAULT_AFTER_LOAD)
+    monkeypatch.setattr(local_model, "ensure_model", lambda model_dir, name: gguf)
+    monkeypatch.setattr("sys.argv", ["rubricforge", "llm", "check", "--role", "generator",
+                                     "--set", f"llm.model_dir={tmp_path}", "--set", "llm.generator.repack=true"])
+    with pytest.raises(SystemExit) as exited:
+        cli.main()
+    err = capsys.readouterr().err.strip()
+    assert exited.value.code == 2 and len(err.splitlines()) == 1 and "Traceback" not in err
+    assert err.startswith("error: llama.cpp crashed (SIGSEGV) on its first completion")
+    assert native_probe.cpu_summary() in err
+
+
+def test_auto_repack_is_off_exactly_on_cpus_with_amx(monkeypatch):
+    monkeypatch.setattr(local_model, "cpu_flags", lambda: frozenset({"avx2", "avx512f", "amx_tile", "amx_int8"}))
+    assert not local_model.repack_weights(None) and local_model.repack_weights(True)
+    monkeypatch.setattr(local_model, "cpu_flags", lambda: frozenset({"avx2", "fma"}))
+    assert local_model.repack_weights(None) and not local_model.repack_weights(False)

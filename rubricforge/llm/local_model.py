@@ -9,6 +9,13 @@
 verifies the sha256 before any load; a sidecar file (size, mtime, sha256) spares later loads the rehash.
 :func:`shared_llama` loads a model once per process; callers hold :data:`LLAMA_LOCK` around every
 call into it, since llama.cpp contexts are not thread-safe.
+
+Weight repacking: llama.cpp repacks quantized weights into "extra" CPU buffers (AMX tiles on CPUs with AMX,
+interleaved blocks on others). On AMX CPUs the repacked Q4_K weights crash the first matrix multiply
+(llama.cpp issue 20824), so ``llm.<role>.repack`` unset (auto, the default) turns repacking off where the CPU
+has AMX and leaves it on elsewhere. Before the first load in a process, the model is loaded and asked one
+completion in a child process (:mod:`rubricforge.llm.native_probe`, once per machine, llama.cpp build and
+setting), so a native crash becomes one line naming the CPU and the fix instead of a bare segfault.
 """
 
 from __future__ import annotations
@@ -59,7 +66,8 @@ DEFAULT_MODEL = "qwen2.5-coder-1.5b-instruct-q4"
 
 LLAMA_LOCK = threading.Lock()  # every call into a shared Llama goes through this lock
 _assemble_lock = threading.Lock()
-_loaded: dict[tuple[str, str, int, int | None], Any] = {}  # (model, model_dir, n_ctx, n_threads) -> Llama
+_loaded: dict[tuple[str, str, int, int | None, bool], Any] = {}  # (model, dir, n_ctx, n_threads, repack) -> Llama
+AMX_FLAGS = frozenset({"amx_tile", "amx_int8", "amx_bf16"})
 
 
 def embedded_model(name: str) -> EmbeddedModel:
@@ -159,15 +167,54 @@ def ensure_model(model_dir: str | Path, name: str = DEFAULT_MODEL) -> Path:
         return target
 
 
-def shared_llama(name: str, model_dir: str | Path, n_ctx: int, n_threads: int | None) -> Any:
-    """The process-wide ``llama_cpp.Llama`` for these settings, verified and loaded on first use."""
-    key = (name, str(Path(model_dir).expanduser()), n_ctx, n_threads)
+def cpu_flags() -> frozenset[str]:
+    """This CPU's feature flags as Linux reports them (empty where /proc/cpuinfo cannot be read)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            line = next((ln for ln in fh if ln.startswith("flags")), "")
+    except OSError:
+        return frozenset()
+    return frozenset(line.partition(":")[2].split())
+
+
+def repack_weights(setting: bool | None) -> bool:
+    """``llm.<role>.repack`` resolved: unset (None) repacks except on CPUs with AMX (llama.cpp issue 20824)."""
+    return setting if setting is not None else not cpu_flags() & AMX_FLAGS
+
+
+def load_llama(path: str | Path, n_ctx: int, n_threads: int | None, repack: bool) -> Any:
+    """A ``llama_cpp.Llama`` for the GGUF at ``path``; ``repack`` False loads it without the extra (repacked)
+    weight buffers. Llama's constructor has no argument for that, so its default model parameters are
+    patched for the one call (callers hold :data:`LLAMA_LOCK`, or are the only thread)."""
+    with needs("local"):  # llama-cpp-python compiles once, in about 10 minutes on 2 cores
+        import llama_cpp.llama as llama_module
+        from llama_cpp import Llama
+
+    defaults = llama_module.llama_cpp.llama_model_default_params
+
+    def params() -> Any:
+        p = defaults()
+        p.use_extra_bufts = repack
+        return p
+
+    llama_module.llama_cpp.llama_model_default_params = params
+    try:
+        return Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads or os.cpu_count(), verbose=False)
+    finally:
+        llama_module.llama_cpp.llama_model_default_params = defaults
+
+
+def shared_llama(name: str, model_dir: str | Path, n_ctx: int, n_threads: int | None, repack: bool | None = None) -> Any:
+    """The process-wide ``llama_cpp.Llama`` for these settings, verified, probed in a child process
+    (:func:`~rubricforge.llm.native_probe.probe`) and loaded on first use."""
+    from rubricforge.llm.native_probe import probe
+
+    on = repack_weights(repack)
+    key = (name, str(Path(model_dir).expanduser()), n_ctx, n_threads, on)
     with LLAMA_LOCK:
         if key not in _loaded:
             path = ensure_model(model_dir, name)
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            with needs("local"):  # llama-cpp-python compiles once, in about 10 minutes on 2 cores
-                from llama_cpp import Llama
-            _loaded[key] = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads or os.cpu_count(),
-                                 verbose=False)
+            probe(path, n_ctx, n_threads, on)
+            _loaded[key] = load_llama(path, n_ctx, n_threads, on)
         return _loaded[key]

@@ -31,10 +31,11 @@ class LocalBackend:
                             f"packaged models ({', '.join(MODELS)})",
                             f"set llm.{role}.backend=litellm to reach '{role_cfg.model}', "
                             f"or llm.{role}.model to one of the packaged models")
-        await asyncio.to_thread(shared_llama, role_cfg.model, self.model_dir, role_cfg.n_ctx, role_cfg.n_threads)
+        await asyncio.to_thread(shared_llama, role_cfg.model, self.model_dir, role_cfg.n_ctx, role_cfg.n_threads,
+                                role_cfg.repack)
 
     def _run(self, request: Request, role_cfg: RoleConfig) -> dict[str, Any]:
-        llama = shared_llama(role_cfg.model, self.model_dir, role_cfg.n_ctx, role_cfg.n_threads)
+        llama = shared_llama(role_cfg.model, self.model_dir, role_cfg.n_ctx, role_cfg.n_threads, role_cfg.repack)
         kwargs: dict[str, Any] = {"temperature": request.temperature, "max_tokens": request.max_tokens}
         if request.top_p is not None:
             kwargs["top_p"] = request.top_p
