@@ -72,7 +72,9 @@ def build(
     config: ConfigOpt = None,
     set_: SetOpt = None,
     run_dir: Annotated[Optional[Path], typer.Option("--run-dir", help="Run directory (default: runs/default).")] = None,
-    n_trees: Annotated[Optional[int], typer.Option("--n-trees", help="Evidence trees to build.")] = None,
+    n_trees: Annotated[Optional[int], typer.Option("--n-trees", help="Evidence trees to build at least.")] = None,
+    rows: Annotated[Optional[int], typer.Option("--rows", help="Keep building trees until this many rows are "
+                                                "retained (build.target_rows; at most build.max_trees trees).")] = None,
     rubric_source: Annotated[Optional[str], typer.Option(
         "--rubric-source", help="tree (DeepRubric) | closed-book | search (the §4.4 ablation baselines).")] = None,
     push_to_hub: Annotated[Optional[str], typer.Option("--push-to-hub", help="Push the dataset to this Hub repo "
@@ -100,7 +102,8 @@ def build(
 
     Runs the ``build_dataset`` (``build_kg_dataset``) Prefect flow; Prefect's temporary server unless
     PREFECT_API_URL is set."""
-    flags = {"run_dir": run_dir, "build.n_trees": n_trees, "build.rubric_source": rubric_source,
+    flags = {"run_dir": run_dir, "build.n_trees": n_trees, "build.target_rows": rows,
+             "build.rubric_source": rubric_source,
              "runner.kind": runner, "runner.address": address, "runner.workers": workers}
     cfg = _config(config, set_, **flags)
     if source not in ("tree", "kg", "report"):

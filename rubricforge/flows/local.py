@@ -20,7 +20,7 @@ from rubricforge.jobs.base import JobResult, check_push, on_driver
 
 def build(cfg: Config, push_to_hub: str | None = None, progress: bool = True, verbose: bool = False) -> JobResult:
     """The ``build_dataset`` flow on ``cfg``, with the progress bar read from the run directory."""
-    from rubricforge.pipelines.tree.run import PIPELINE, tree_ids
+    from rubricforge.pipelines.tree.run import PIPELINE, progress_label, tree_ids
     from rubricforge.rundir import RunDir
 
     check_push(push_to_hub)
@@ -28,7 +28,7 @@ def build(cfg: Config, push_to_hub: str | None = None, progress: bool = True, ve
     with _session(cfg, Path(cfg.run_dir) / "logs", verbose):
         from rubricforge.flows.tree import build_dataset
 
-        with RunDir(cfg.run_dir, PIPELINE).watch("build", "trees", tree_ids(cfg.build.n_trees), invocation,
+        with RunDir(cfg.run_dir, PIPELINE).watch(progress_label(cfg), "trees", tree_ids(cfg.build.tree_cap()), invocation,
                                                  also=("candidates", "verdicts"), enabled=progress):
             return build_dataset(push_to_hub=push_to_hub, invocation=invocation, config=cfg)
 

@@ -62,8 +62,8 @@ def prepare(cfg: Config, invocation: str | None) -> BuildPlan:
 
 
 @task(name="tree", task_run_name="tree-{seed.index:04d}")
-def tree(cfg: Config, invocation: str, seed: Seed, stages: list[str]) -> str:
-    """One seed's tree through ``stages`` on this process's worker; returns the tree id."""
+def tree(cfg: Config, invocation: str, seed: Seed, stages: list[str]) -> bool:
+    """One seed's tree through ``stages`` on this process's worker; returns whether it is a retained row."""
     from rubricforge.flows.workers import worker_for
 
     return asyncio.run(worker_for(cfg, invocation).run(seed, stages))

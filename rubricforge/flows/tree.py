@@ -6,7 +6,7 @@ Every flow takes the config as a deployment would: ``config_path`` (a YAML file)
 (``key=value`` items, as ``--set``); the environment applies as for the CLI. A caller that holds a
 resolved config (the CLI) passes it as ``config`` instead, so it is not loaded again. Trees run as one
 task each in the ``trees`` subflow, whose task runner is ``runner.kind``, at most
-``build.tree_concurrency`` at a time. A tree whose task still fails after ``runner.task_retries`` retries
+``build.tree_concurrency`` at a time, until ``build.target_rows`` rows are retained (``TreeQuota``). A tree whose task still fails after ``runner.task_retries`` retries
 (none after a budget stop: :func:`rubricforge.jobs.base.retryable`) is named in the one-line reason the
 flow run fails with; every finished item stays in the run directory and the same flow resumes from it.
 """
@@ -25,7 +25,7 @@ from rubricforge.flows.runners import task_runner
 from rubricforge.flows.workers import release
 from rubricforge.jobs.base import JobResult, check_push, on_driver
 from rubricforge.jobs.tree import TreeOutcome, run_status, tree_outcome
-from rubricforge.pipelines.tree.run import STAGES, BuildPlan, BuildSummary, tree_id_for
+from rubricforge.pipelines.tree.run import STAGES, BuildPlan, BuildSummary, TreeQuota, tree_id_for
 
 with needs("flows"):
     from prefect import flow
@@ -34,21 +34,31 @@ with needs("flows"):
 
 @flow(name="trees")
 def trees(cfg: Config, plan: BuildPlan, stages: list[str]) -> list[TreeOutcome]:
-    """Every seed's tree through ``stages``, one task per tree, at most ``build.tree_concurrency`` in flight."""
+    """The seeds' trees through ``stages``, one task per tree, as many and as concurrently as
+    :class:`~rubricforge.pipelines.tree.run.TreeQuota` allows."""
     if shared(cfg):
         ensure_limits(cfg)
-    task = tasks.tree_task(cfg)
+    task, quota = tasks.tree_task(cfg), TreeQuota(cfg, stages)
     futures: list[Any] = []
     running: set[Any] = set()
+
+    def settle() -> None:
+        done = next(as_completed(list(running)))
+        running.remove(done)
+        quota.finished(done.state.is_completed() and done.result())
+
     for seed in plan.seeds:
-        if len(running) >= cfg.build.tree_concurrency:
-            running.remove(next(as_completed(list(running))))
+        while running and not quota.may_start(len(running)):
+            settle()
+        if not quota.may_start(len(running)):
+            break
+        quota.start()
         futures.append(task.submit(cfg, plan.invocation, seed, stages))
         running.add(futures[-1])
     wait(futures)
     release(plan.invocation)
     return [tree_outcome(tree_id_for(seed), None if f.state.is_completed() else f.state.result(raise_on_failure=False),
-                         cfg.runner.task_retries) for seed, f in zip(plan.seeds, futures, strict=True)]
+                         cfg.runner.task_retries) for seed, f in zip(plan.seeds, futures, strict=False)]
 
 
 def run_stages(cfg: Config, stages: list[str], invocation: str | None) -> BuildSummary:

@@ -14,7 +14,7 @@ from rubricforge.config import Config
 from rubricforge.errors import ItemsFailed, UserError
 from rubricforge.jobs.base import JobResult, check_push, ending, exported, on_driver, retryable, status_of
 from rubricforge.pipelines.tree.run import (PIPELINE, BuildSummary, TreeWorker, finish_build, prepare_build,
-                                            run_trees, tree_ids)
+                                            progress_label, run_trees, tree_ids)
 from rubricforge.rundir import RunDir
 from rubricforge.text import one_line
 
@@ -28,8 +28,8 @@ def build_dataset(cfg: Config, progress: bool = True, push_to_hub: str | None = 
 
 
 def run_build(cfg: Config, progress: bool = True) -> BuildSummary:
-    """Run (or resume) stages 1–3 in ``cfg.run_dir`` in this process, ``build.tree_concurrency`` trees at a
-    time. A budget stop ends the run ``stopped: <why>`` with everything finished kept."""
+    """Run (or resume) stages 1–3 in ``cfg.run_dir`` in this process, until ``build.target_rows`` rows are
+    retained (:class:`~rubricforge.pipelines.tree.run.TreeQuota`). A budget stop ends the run ``stopped: <why>`` with everything finished kept."""
     return asyncio.run(_run_build(on_driver(cfg), progress))
 
 
@@ -42,10 +42,10 @@ async def _run_build(cfg: Config, progress: bool) -> BuildSummary:
         worker = TreeWorker(cfg, plan.invocation, index=index)
         failures: list[str] = []
         try:
-            with run_dir.watch("build", "trees", tree_ids(len(plan.seeds)), plan.invocation,
+            with run_dir.watch(progress_label(cfg), "trees", tree_ids(len(plan.seeds)), plan.invocation,
                                also=("candidates", "verdicts"), enabled=progress), \
                     ending(run_dir, plan.invocation, budget_stops=True) as outcome:
-                failures = await run_trees(worker, plan.seeds, cfg.build.tree_concurrency)
+                failures = await run_trees(worker, plan.seeds, cfg)
         finally:
             await worker.aclose()
     if failures:  # trees whose LLM calls kept failing: every other item is kept, a re-run redoes just these

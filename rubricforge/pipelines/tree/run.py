@@ -87,6 +87,7 @@ class BuildSummary:
     verified: int = 0
     decisions: dict[str, int] = field(default_factory=dict)  # KEEP / REVISE / DROP / UNPARSEABLE
     retained: int = 0  # verified candidates the retention rule keeps (verification.is_retained)
+    target_rows: int = 0  # build.target_rows (0: none)
     computed_now: dict[str, int] = field(default_factory=dict)  # trees / candidates / verdicts made by this call
     ledger: dict[str, Any] = field(default_factory=dict)  # this call's totals: calls, tokens, cost, cache hits
     warnings: list[str] = field(default_factory=list)
@@ -101,7 +102,9 @@ class BuildSummary:
         tokens = int(self.ledger.get("prompt_tokens", 0)) + int(self.ledger.get("completion_tokens", 0))
         return [f"{self.status} in {self.seconds:.0f}s: trees {self.trees} (nodes {self.nodes}, leaves {self.leaves}) "
                 f"· candidates {self.candidates} (rule failures {self.rule_failures}) · verified {self.verified} "
-                f"({decisions}) · dataset rows {rows}",
+                f"({decisions}) · dataset rows {rows}"
+                + (f" · {self.retained} of {self.target_rows} wanted rows retained after {self.trees} trees"
+                   if self.target_rows else ""),
                 f"this call: {int(self.ledger.get('calls', 0))} LLM calls, {tokens} tokens, "
                 f"${float(self.ledger.get('cost_usd', 0.0)):.4f}"]
 
@@ -111,33 +114,78 @@ def stage_logs(run_dir: RunDir, shard: str | None = None) -> dict[str, StageLog[
     return {name: run_dir.log(name, shard, *RECORDS[name]) for name in STAGES}
 
 
-async def run_trees(worker: TreeWorker, seeds: list[Seed], concurrency: int) -> list[str]:
-    """Every seed's tree through the three stages, ``concurrency`` trees at a time; returns the errors of
-    the trees whose LLM calls failed transiently (the others went on). Any other failure cancels the
-    others (their finished items are already logged)."""
+class TreeQuota:
+    """Which seeds' trees to start, in seed order: while fewer than ``build.n_trees`` trees were started, up to
+    ``build.tree_concurrency`` at a time; then only while fewer than ``build.target_rows`` rows are retained,
+    with at most as many trees in flight as rows are still missing (so a run asked for one row builds one tree
+    at a time and stops at the first row); never more than :meth:`~rubricforge.config.BuildConfig.tree_cap`.
+    A run of single stages without the verdicts (the stage flows) works on the first ``build.n_trees`` trees."""
+
+    def __init__(self, cfg: Config, stages: Sequence[str] = STAGES):
+        self.b, self.started, self.retained = cfg.build, 0, 0
+        self.target = self.b.target_rows if "verdicts" in stages else 0  # only a verdict makes a row
+
+    def may_start(self, in_flight: int) -> bool:
+        if self.started >= self.b.tree_cap():
+            return False
+        if self.started < self.b.n_trees:
+            return in_flight < self.b.tree_concurrency
+        missing = self.target - self.retained
+        return 0 < missing and in_flight < min(self.b.tree_concurrency, missing)
+
+    def start(self) -> None:
+        self.started += 1
+
+    def finished(self, retained: bool) -> None:
+        self.retained += bool(retained)
+
+
+async def run_trees(worker: TreeWorker, seeds: list[Seed], cfg: Config) -> list[str]:
+    """The seeds' trees through the three stages, as many and as concurrently as :class:`TreeQuota` allows;
+    returns the errors of the trees whose LLM calls failed transiently (the others went on). Any other
+    failure cancels the others (their finished items are already logged)."""
     from rubricforge.llm.errors import Unavailable
 
-    sem = asyncio.Semaphore(concurrency)
-    failures: list[str] = []
+    quota, failures, running = TreeQuota(cfg), [], set()
 
-    async def one(seed: Seed) -> None:
-        async with sem:
-            try:
-                await worker.run(seed)
-            except Unavailable as exc:
-                failures.append(str(exc))
+    async def one(seed: Seed) -> bool:
+        try:
+            return await worker.run(seed)
+        except Unavailable as exc:
+            failures.append(str(exc))
+            return False
+
+    async def settle() -> None:
+        nonlocal running
+        done, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            quota.finished(task.result())
 
     try:
-        async with asyncio.TaskGroup() as group:
-            for seed in seeds:
-                group.create_task(one(seed))
-    except BaseExceptionGroup as eg:
-        raise eg.exceptions[0] from None
+        for seed in seeds:
+            while running and not quota.may_start(len(running)):
+                await settle()
+            if not quota.may_start(len(running)):
+                break
+            quota.start()
+            running.add(asyncio.create_task(one(seed)))
+        while running:
+            await settle()
+    finally:
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
     return failures
 
 
 def tree_id_for(seed: Seed) -> str:
     return tree_ids(seed.index + 1)[-1]
+
+
+def progress_label(cfg: Config) -> str:
+    """The progress bar's label: it counts trees up to ``build.tree_cap()``, which a row target may end early."""
+    target = cfg.build.target_rows
+    return f"build (until {target} row{'s' * (target != 1)})" if cfg.build.tree_cap() > cfg.build.n_trees else "build"
 
 
 def tree_ids(n: int) -> list[str]:
@@ -201,7 +249,7 @@ def prepare_build(cfg: Config, index: CorpusIndex | None = None, invocation: str
     with contextlib.ExitStack() as stack:
         if index is None:
             index = stack.enter_context(open_index(cfg))
-        seeds = load_or_sample_seeds(run_dir.path, index.iter_passages(), n=cfg.build.n_trees, seed=cfg.build.seed,
+        seeds = load_or_sample_seeds(run_dir.path, index.iter_passages(), n=cfg.build.tree_cap(), seed=cfg.build.seed,
                                      corpus_hash=index.corpus_hash)
         corpus_hash = index.corpus_hash
     models = {role: cfg.llm.role(role).model for role in ("generator", "verifier")}
@@ -252,20 +300,21 @@ class TreeWorker:
         self.computed: Counter[str] = Counter()
         self.ledger_path = self.run_dir.ledger_path(invocation, self.id)
 
-    async def run(self, seed: Seed, stages: Sequence[str] = STAGES) -> str:
-        """Take the seed's tree through ``stages``; returns the tree id. Raises BudgetExceeded when the budget
-        is spent and Unavailable when an LLM call failed transiently (the item in flight is not logged)."""
-        key, last = tree_id_for(seed), max(STAGES.index(s) for s in stages)
+    async def run(self, seed: Seed, stages: Sequence[str] = STAGES) -> bool:
+        """Take the seed's tree through ``stages``; returns whether it ended as a retained row. Raises
+        BudgetExceeded when the budget is spent and Unavailable when an LLM call failed transiently (the item
+        in flight is not logged)."""
+        last = max(STAGES.index(s) for s in stages)
         PRIORITY.set(seed.index)  # this tree's LLM calls wait behind those of the trees admitted before it
         try:
             tree = await self._stage1(seed, "trees" in stages)
             if last >= 1:
                 candidate = await self._stage2(tree, "candidates" in stages)
                 if last >= 2:
-                    await self._stage3(candidate, tree)
+                    return await self._stage3(candidate, tree)
         finally:
             self._save_ledger()
-        return key
+        return False
 
     async def aclose(self) -> None:
         self.tools.close()
@@ -330,21 +379,24 @@ class TreeWorker:
                 candidate = await baseline_candidate(tree, source, question, self.client, self.tools, self.cfg)
         failures.check(key)
         self._check_generator()
-        check_rules(candidate, tree, self.cfg)
+        check_rules(candidate, tree, self.cfg, embed=self.index.embed_queries)
         self.candidates.add(key, candidate)
         self.computed["candidates"] += 1
         return candidate
 
-    async def _stage3(self, candidate: Candidate, tree: EvidenceTree) -> None:
-        from rubricforge.pipelines.tree.verification import verify
+    async def _stage3(self, candidate: Candidate, tree: EvidenceTree) -> bool:
+        """Verify the candidate (or read its verdict back); returns whether it is retained."""
+        from rubricforge.pipelines.tree.verification import is_retained, verify
 
-        if candidate.rule_failures or candidate.id in self.verdicts:
-            return
-        with transient_failures() as failures:
-            verification = await verify(candidate, tree, self.client, self.cfg)
-        failures.check(candidate.id)
-        self.verdicts.add(candidate.id, verification)
-        self.computed["verdicts"] += 1
+        if candidate.rule_failures:
+            return False
+        if (verification := self.verdicts.item(candidate.id)) is None:
+            with transient_failures() as failures:
+                verification = await verify(candidate, tree, self.client, self.cfg, embed=self.index.embed_queries)
+            failures.check(candidate.id)
+            self.verdicts.add(candidate.id, verification)
+            self.computed["verdicts"] += 1
+        return is_retained(candidate, verification, self.cfg)
 
     def _check_generator(self) -> None:
         """Stop when every generator call so far failed: the model cannot do this job."""
@@ -379,13 +431,16 @@ def _summary(cfg: Config, plan: BuildPlan, status: str) -> BuildSummary:
         leaves=sum(len(leaf_nodes(t)) for t in trees), dropped_children=sum(len(t.dropped) for t in trees),
         candidates=len(candidates), rule_failures=sum(1 for c in candidates if c.rule_failures),
         verified=len(verdicts), decisions=dict(Counter(v.decision for v in verdicts)),
-        retained=sum(1 for c, v in verified if is_retained(c, v, cfg)),
+        retained=sum(1 for c, v in verified if is_retained(c, v, cfg)), target_rows=cfg.build.target_rows,
         computed_now={k: int(v) for k, v in totals.get("computed", {}).items() if v},
         ledger=totals.get("ledger", {}).get("total", {}),
         seconds=round((datetime.now(timezone.utc) - datetime.fromisoformat(plan.started)).total_seconds(), 1))
     if failed.get("verifier") and not ok.get("verifier"):
         summary.warnings.append(f"the verifier model ({plan.models['verifier']}) returned no valid JSON in "
                                 f"{int(failed['verifier'])} calls; try --set llm.verifier.model=...")
+    if status == "complete" and summary.retained < cfg.build.target_rows:
+        summary.warnings.append(f"only {summary.retained} of the {cfg.build.target_rows} rows wanted after "
+                                f"{summary.trees} trees (at most {cfg.build.tree_cap()}: build.max_trees)")
     if len(plan.seeds) < cfg.build.n_trees:
         summary.warnings.append(f"the corpus has only {len(plan.seeds)} documents to seed trees "
                                 f"(build.n_trees={cfg.build.n_trees})")
