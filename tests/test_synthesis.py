@@ -208,6 +208,24 @@ def test_a_rubric_step_that_repeats_an_earlier_rubric_is_asked_again_and_told_wh
     assert client.ledger.summary()["by_stage"]["merge-criterion"]["calls"] == 3
 
 
+def test_a_logical_rubric_that_still_repeats_after_its_re_asks_is_left_out_and_replaced_by_the_next_kind(tmp_path):
+    from rubricforge.pipelines.tree.synthesis import STEP_RECHECKS
+
+    compare, explain, distinguish = STEP_ANSWERS["merge-logical"]
+    again = {**compare, "fact_ids": ["F2", "F1"]}  # the comparison once more: a duplicate however often asked
+    replacement = {"fact_ids": ["F1", "F2"], "description": "Compares crop yields with hive health over time.",
+                   "importance": "low"}
+    answers = [compare, *[again] * (STEP_RECHECKS + 1), distinguish, replacement]
+    client = stepwise_client(tmp_path, {**STEP_ANSWERS, "merge-logical": answers})
+    cand = asyncio.run(synthesize(tiny_tree(), client, STEPWISE))
+    logical = [r.description for r in cand.rubrics if r.type == "logical"]
+    assert logical == [compare["description"], distinguish["description"], replacement["description"]]
+    [left_out] = [s for s in cand.merge_trace if "left_out" in s]
+    assert left_out["output"] == compare["description"] and "duplicates" in left_out["left_out"][0]
+    assert check_rules(cand, tiny_tree(), STEPWISE) == []  # the candidate goes on with 5 rubrics
+    assert explain["description"] not in logical
+
+
 def test_text_patterns_keep_the_json_string_closed():
     """llama.cpp turns a pattern's character class into grammar as it is: a class that allows '"' lets a small
     model close the JSON string early and leave the rest of the answer behind it (seen with the 1.5B)."""

@@ -15,7 +15,9 @@ Two modes (``build.merge``; ``auto`` = stepwise for the embedded models, single 
   :data:`LOGICAL_KINDS` whose shape the grammar keeps. Importance is ``high`` /
   ``medium`` / ``low`` (weights :data:`IMPORTANCE`). A rubric step whose answer repeats an earlier rubric
   or the question (the rule checks' duplicate and leak tests) is asked again, told why, up to
-  :data:`STEP_RECHECKS` times. ``merge_trace`` records the steps and the rejected answers.
+  :data:`STEP_RECHECKS` times; a logical rubric that still repeats is left out and one of the next kind is
+  asked for in its place (at most ``len(LOGICAL_KINDS)`` replacements). ``merge_trace`` records the steps,
+  the rejected answers and what was left out and why.
 
 Both yield the same :class:`~rubricforge.schema.Candidate`, checked by the same rules and verifier.
 Nothing is filled in: too few rubrics or bad evidence are left for :mod:`.rules` to report, and an
@@ -242,19 +244,26 @@ class _Stepwise:
             return {"type": "logical", "description": out.description.strip(), "weight": IMPORTANCE[out.importance],
                     "source_leaf_ids": list(dict.fromkeys(leaves))}
 
-        for k in range(max(MIN_LOGICAL, self.cfg.build.min_rubrics - selected)):
+        need = max(MIN_LOGICAL, self.cfg.build.min_rubrics - selected)
+        for k in range(need + len(LOGICAL_KINDS)):  # a rubric left out as a repeat is replaced by one of the next kind
+            if len(logical) == need:
+                break
             kind, pattern = LOGICAL_KINDS[k % len(LOGICAL_KINDS)]
             written = "".join(f"- {c['description']}\n" for c in logical)
             prompt = render("merge_logical", root=root, facts=facts, kind=kind, start=pattern[1:].split(" ", 1)[0],
                             written=f"Logical rubrics already written:\n{written}" if written else "",
                             different=" and different from the rubrics already written" if written else "")
-            logical.append(await self._checked("logical", prompt, logical_model(tuple(labels), pattern), item,
-                                               question, factual + logical, [c["description"] for c in factual]))
+            new = await self._checked("logical", prompt, logical_model(tuple(labels), pattern), item,
+                                      question, factual + logical, [c["description"] for c in factual])
+            if new is not None:
+                logical.append(new)
         return logical
 
     async def _checked(self, step: str, prompt: str, output: type[BaseModel], item: Any, question: str,
-                       written: list[dict[str, Any]], inputs: list[str]) -> dict[str, Any]:
-        """One rubric, re-asked (told why) while it repeats a rubric of ``written`` or the question."""
+                       written: list[dict[str, Any]], inputs: list[str]) -> dict[str, Any] | None:
+        """One rubric, re-asked (told why) while it repeats a rubric of ``written`` or the question. A logical
+        rubric that still does after the re-asks is left out (None; the trace says why); a factual one, the only
+        rubric of its leaf, is kept for the rule checks to judge."""
         for attempt in range(STEP_RECHECKS + 1):
             new = item(await self._ask(step, prompt, output))
             failures = overlap_failures(question, [Criterion(id=f"R{i}", description=c["description"], weight=c["weight"])
@@ -264,6 +273,10 @@ class _Stepwise:
                 entry["rejected"] = failures
                 prompt += (f"\nYour answer {json.dumps(new['description'], ensure_ascii=False)} was rejected: "
                            f"{'; '.join(failures)}. Write a different one.")
+            elif failures and step == "logical":
+                entry["left_out"] = failures
+                self.trace.append(entry)
+                return None
             self.trace.append(entry)
             if not failures:
                 break
