@@ -213,3 +213,58 @@ def test_word_similarity_bounds_reject_only_pairs_difflib_rejects():
             assert _similar(a, b) == expected, (a, b)
             accepted += expected and a != b
     assert accepted >= 20  # the words hold many near pairs, so the test compares both outcomes
+
+
+def test_question_clauses_split_at_conjunctions_before_question_words_not_inside_lists():
+    from rubricforge.pipelines.tree.rules import question_clauses
+
+    assert question_clauses("What are the main characteristics of moths, and how do they compare to other insects "
+                            "while considering the risks of silk moths?") == [
+        "What are the main characteristics of moths", "how do they compare to other insects", "the risks of silk moths"]
+    assert question_clauses("How did trade in Europe, Asia and Africa shape cities?") == [
+        "How did trade in Europe, Asia and Africa shape cities"]
+
+
+def test_a_clause_no_rubric_checks_fails_coverage_and_a_covered_one_passes():
+    from rubricforge.pipelines.tree.rules import coverage_failures
+
+    def orthogonal(texts):  # every text its own direction: only the word test can cover a clause
+        import numpy as np
+
+        return np.eye(len(texts))
+
+    rubrics = [Criterion(id="R1", description="States that honey bees pollinate crops.", weight=1.0),
+               Criterion(id="R2", description="Explains how the Varroa mite weakens colonies.", weight=1.0)]
+    assert coverage_failures("Why do honey bees pollinate crops, and how does the Varroa mite weaken colonies?",
+                             rubrics, orthogonal) == []
+    [failure] = coverage_failures("Why do honey bees pollinate crops, and what are the failures of beekeeping "
+                                  "regulation?", rubrics, orthogonal)
+    assert failure.startswith("question clause 'what are the failures of beekeeping regulation' is checked by no rubric")
+
+
+@pytest.mark.slow
+def test_coverage_with_minilm_rejects_the_clergy_question_and_keeps_the_moth_question():
+    """The two calibration cases of the module docstring, with the real embedding model."""
+    from rubricforge.corpora.embedding import Embedder
+    from rubricforge.pipelines.tree.rules import coverage_failures
+
+    embed = Embedder().embed_queries
+
+    def rubrics(*texts):
+        return [Criterion(id=f"R{i}", description=t, weight=1.0) for i, t in enumerate(texts, 1)]
+
+    clergy = rubrics("States that a priest is a religious leader authorized to perform sacred rituals of a religion.",
+                     "States that a state religion is a religious body officially endorsed by the state.",
+                     "States that religious law refers to ethical and moral codes taught by religious traditions.",
+                     "Compares the role of priests with the role of state religions.",
+                     "Distinguishes religious law from state religion.")
+    failures = coverage_failures("What are the potential risks and failures of clergy in different religious traditions,"
+                                 " and how do they compare to the alternatives to clergy in those traditions?",
+                                 clergy, embed)
+    assert len(failures) == 2 and "risks and failures of clergy" in failures[0]
+    moth = rubrics("States that moths are a group of insects in the order Lepidoptera that are not butterflies.",
+                   "States that Geometridae is a large family of moths.",
+                   "States that the domestic silk moth Bombyx mori is dependent on humans and cannot fly.",
+                   "Compares moths with butterflies.", "Explains how domestication made silk moths dependent on humans.")
+    assert coverage_failures("What are the main characteristics of moths, and how do they compare to other insects "
+                             "while considering the risks associated with domestic silk moths?", moth, embed) == []

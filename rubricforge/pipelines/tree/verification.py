@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from rubricforge.config import Config
 from rubricforge.llm.structured import Str60, Str600
 from rubricforge.pipelines.prompting import render
-from rubricforge.pipelines.tree.rules import check_rules, evidence_pool
+from rubricforge.pipelines.tree.rules import Embed, check_rules, evidence_pool
 from rubricforge.pipelines.tree.synthesis import FreeForm, QuestionText
 from rubricforge.rubric_gen.baselines import retrieved_items
 from rubricforge.rubric_gen.criteria import MAX_RUBRICS, RubricOut, Text, to_criteria
@@ -99,8 +99,10 @@ def verify_messages(sample: dict[str, Any]) -> list[dict[str, str]]:
             {"role": "user", "content": json.dumps(sample, ensure_ascii=False, separators=(",", ":"))}]
 
 
-async def verify(candidate: Candidate, tree: EvidenceTree, client: LLMClient, cfg: Config) -> Verification:
-    """Audit one rule-checked candidate; a REVISE's revision is rule-checked, and asked again while it fails."""
+async def verify(candidate: Candidate, tree: EvidenceTree, client: LLMClient, cfg: Config,
+                 embed: Embed | None = None) -> Verification:
+    """Audit one rule-checked candidate; a REVISE's revision is rule-checked (``embed``: its coverage too, see
+    :func:`~rubricforge.pipelines.tree.rules.coverage_failures`), and asked again while it fails."""
     messages = verify_messages(audit_sample(candidate, tree, cfg))
     rejected: list[dict[str, Any]] = []
     for attempt in range(REVISION_RECHECKS + 1):
@@ -109,7 +111,7 @@ async def verify(candidate: Candidate, tree: EvidenceTree, client: LLMClient, cf
             return Verification(candidate_id=candidate.id, decision="UNPARSEABLE", raw=res.text or "",
                                 justification=f"verifier output unreadable: {res.error or 'no output'}",
                                 rejected_revisions=rejected)
-        verification = _verification(res.value, candidate, tree, cfg)
+        verification = _verification(res.value, candidate, tree, cfg, embed)
         if not (verification.decision == "REVISE" and verification.rule_failures) or attempt == REVISION_RECHECKS:
             break
         rejected.append(verification.model_dump(include={"revised_question", "revised_rubrics", "rule_failures"}))
@@ -119,7 +121,8 @@ async def verify(candidate: Candidate, tree: EvidenceTree, client: LLMClient, cf
     return verification
 
 
-def _verification(out: VerifyOutput, candidate: Candidate, tree: EvidenceTree, cfg: Config) -> Verification:
+def _verification(out: VerifyOutput, candidate: Candidate, tree: EvidenceTree, cfg: Config,
+                  embed: Embed | None) -> Verification:
     """The record of one verifier answer; a REVISE's revision is rule-checked."""
     verification = Verification(candidate_id=candidate.id, decision=out.decision, error_tags=out.error_tags,
                                 major_issues=out.major_issues, justification=out.justification,
@@ -131,7 +134,7 @@ def _verification(out: VerifyOutput, candidate: Candidate, tree: EvidenceTree, c
         if out.revised_rubrics:
             revised.rubrics = to_criteria(out.revised_rubrics)
         verification.rule_failures = check_rules(
-            revised, tree, cfg, max_rubrics=REVISED_MAX_RUBRICS if out.revised_rubrics else None)
+            revised, tree, cfg, max_rubrics=REVISED_MAX_RUBRICS if out.revised_rubrics else None, embed=embed)
         if out.revised_rubrics:
             verification.revised_rubrics = revised.rubrics  # with passage ids resolved
     return verification
