@@ -26,7 +26,7 @@ run: setup
 
 # ruff (pyflakes, pycodestyle, bugbear) and mypy, configured in pyproject.toml
 lint: setup
-	$(VENV)/bin/ruff check rubricforge tests benchmarks
+	$(VENV)/bin/ruff check rubricforge tests benchmarks tools
 	$(VENV)/bin/mypy
 
 test: lint

@@ -15,7 +15,7 @@ The public API; every name is imported on first use, so ``import rubricforge`` s
     values = await scorer.score(rf.Rollout(example_row, completion), ("composite", "rubric"))
     funcs = rf.reward_functions(scorer, ["composite"])                # TRL GRPOTrainer reward functions
 
-The reward formulas themselves (see the README's formula table): ``composite``, ``format_reward``,
+The reward formulas themselves (docs/formulas.md maps every formula to its function): ``composite``, ``format_reward``,
 ``search_reward``, ``citation_reward``, ``citation_format_reward``, ``rubric_reward`` (DeepRubric);
 ``race_score``, ``report_citation_reward``, ``report_format_reward``, ``report_reward``, ``prm_reward``,
 ``search_rl_reward``, ``orm_reward`` (MindDR); ``parse_trajectory`` turns a completion into the

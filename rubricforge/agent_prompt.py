@@ -26,7 +26,7 @@ def agent_system_prompt() -> str:
 
 @cache
 def no_tool_system_prompt() -> str:
-    """HOTE's no-tool mode (§2.1, Fig. 17 is an image; the spec's text, seed-methods.md H-6): one think, then
+    """HOTE's no-tool mode (§2.1, Fig. 17 is an image; the text of docs/methods.md H-6): one think, then
     the report, with the same tags as the tool mode's answer."""
     return _LEADING_COMMENT.sub("", NO_TOOL_FILE.read_text(encoding="utf-8")).strip()
 

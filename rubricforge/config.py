@@ -14,6 +14,7 @@ import difflib
 import logging
 import os
 import types
+from datetime import date
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
 
@@ -238,6 +239,7 @@ class RewardConfig(Section):
     report_lambda_cite: float = 0.1  # λc of MindDR Eq. 12 (tunable; the paper gives no value)
     report_lambda_format: float = 0.1  # λf of MindDR Eq. 12
     citation_relevance_threshold: float = Field(0.5, ge=0, le=1)  # τ of MindDR Eq. 10 (lexical relevance)
+    tense_today: date | None = None  # the `tense` reward's "now" (MindDR App. 8.4); None: the day of scoring
     concurrency: int = Field(8, ge=1)  # rollouts scored at once by `rubricforge reward score` (reports by `rubrics eval`)
     lambda_pref: float = Field(1.0, ge=0)  # λ_pref of seed 004 Eq. 1 (the rubric generator's hybrid reward)
     lambda_llm: float = Field(1.0, ge=0)  # λ_llm of seed 004 Eq. 1
@@ -320,10 +322,10 @@ class HoteConfig(Section):
 
     @property
     def combinations(self) -> int:
-        """N = B / (2 G') proposer groups per step (spec H-5)."""
+        """N = B / (2 G') proposer groups per step (docs/methods.md H-5)."""
         return self.batch_size // (2 * self.proposer_group)
 class ScoreConfig(Section):
-    """SCORE self-play (``train score``, score-self-evolving-evaluator.txt §3, Algs. 1–2; App. G Table 2 constants)."""
+    """SCORE self-play (``train score``, SCORE §3, Algs. 1–2; App. G Table 2 constants)."""
 
     evaluator_role: str = "judge"  # the model that assesses the reports (Listing 4 stages 2-4)
     harness_role: str = "verifier"  # the fixed external meta-harness (Listing 3; GPT-5.2 in the paper)

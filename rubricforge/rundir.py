@@ -3,8 +3,9 @@
 * :func:`atomic_write_text` / :func:`atomic_write_json` — temp file + fsync + rename;
   :func:`read_json` — the one reader of the JSON files a run keeps.
 * :class:`StageLog` — append-only JSONL of finished work items, keyed, read back on resume. A line
-  is written and flushed (fsync) as soon as its item is done; a torn last line from a SIGKILL is
-  ignored on read, so the item is simply redone. A worker process writes its own *shard*
+  is written and flushed to the OS as soon as its item is done (a killed process loses none); its fsync
+  follows on a background thread (only a power cut can lose the last lines). A torn last line from a
+  SIGKILL is ignored on read, so the item is simply redone. A worker process writes its own *shard*
   (``<name>.shards/<worker>.jsonl``), so workers never append to one file together; reading a log
   reads its shards too, and :meth:`StageLog.merge` folds them into the log.
 * :class:`RunDir` — one job's folder: ``config.yaml``, ``manifest.json`` (status, invocations, ledger,

@@ -278,7 +278,7 @@ class KGExample(Record):
 
 
 class PreferencePair(Record):
-    """One (query, chosen report, rejected report) triple (seed 004 §3.2 Stage 3; spec Q-1).
+    """One (query, chosen report, rejected report) triple (seed 004 §3.2 Stage 3; docs/methods.md Q-1).
 
     ``report_chosen`` is r_acc, ``report_rejected`` r_rej (final report text, no tool trace). ``split`` is
     assigned topic-balanced 8:1:1 on import unless the file gives it. ``degradation`` says how a synthetic

@@ -12,6 +12,7 @@ from support.cli import assert_user_error, cli
 from rubricforge.errors import UserError
 from rubricforge.export.convert import FORMATS, convert_file, detect_format, read_records, to_rubricforge_rows
 from rubricforge.export.convert.drb import RACE_FIELDS
+from rubricforge.rewards.rubric_reward import criteria_from, criterion_text
 
 DATA = Path(__file__).parent / "data" / "formats"
 DRB = DATA / "drb_criteria.jsonl"
@@ -119,8 +120,18 @@ def test_format_specific_readings():
     hb = FORMATS["healthbench"].to_rubricforge(HEALTHBENCH, 0)
     assert [r["weight"] for r in hb["rubrics"]] == [7.0, -6.0] and hb["id"] == "hb-7"
     assert FORMATS["healthbench"].from_rubricforge(hb)["rubrics"] == HEALTHBENCH["rubrics"]
+    # the tags travel beside the criterion, not in the title the judge is shown
+    assert [(r["title"], r.get("tags")) for r in hb["rubrics"]] == [("", ["level:example", "axis:accuracy"]), ("", None)]
+    assert all("level:" not in criterion_text(c) for c in criteria_from(hb["rubrics"]))
     assert FORMATS["researchqa"].from_rubricforge(rqa)["rubric"] == RESEARCHQA["rubric"]
     assert FORMATS["rar"].from_rubricforge(FORMATS["rar"].to_rubricforge(RAR, 0)) == RAR
+
+
+def test_healthbench_tags_survive_a_rubricforge_file(tmp_path):
+    (tmp_path / "hb.jsonl").write_text(json.dumps(HEALTHBENCH) + "\n")
+    convert_file(tmp_path / "hb.jsonl", tmp_path / "rf.jsonl", "rubricforge")
+    back, _ = convert_file(tmp_path / "rf.jsonl", tmp_path / "back.jsonl", "healthbench")
+    assert back.rows[0]["rubrics"] == HEALTHBENCH["rubrics"]
 
 
 def test_drtulu_rows_route_to_its_verifiers():

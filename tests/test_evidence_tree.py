@@ -2,8 +2,8 @@
 
 The scheduling tests use :class:`ScriptedModel`, a deterministic stand-in for the generator that
 answers each stage from its prompt, so the exact shape of a tree can be asserted (which parent gets
-which child under the node budget, which proposals are dropped and why). The replay tests at the end
-use responses recorded from the real embedded model (``tests/data/recordings/``).
+which child under the node budget, which proposals are dropped and why). Trees grown from the real
+embedded model's recorded answers are tested with the whole build (``tests/test_build.py``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import asyncio
 import json
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,8 +24,6 @@ from rubricforge.pipelines.tree.evidence_tree import TreeBuilder, branching_for,
 from rubricforge.pipelines.prompting import render
 from rubricforge.pipelines.tree.seeds import Seed, sample_seeds
 from rubricforge.schema import EvidenceTree
-
-RECORDINGS = Path(__file__).parent / "data" / "recordings"
 
 
 def _quoted(label: str, prompt: str) -> str:

@@ -1,4 +1,4 @@
-"""Training that adapts (issue 12), the exact values of seed-methods.md: HOTE Eq. 2 (H-1), the active-rubric
+"""Training that adapts (issue 12), values worked by hand (docs/methods.md): HOTE Eq. 2 (H-1), the active-rubric
 update, duplicates and pruning (H-2), hybrid batch composition (H-6), MindDR's scheduler wiring (M-2) and
 difficulty weights (M-3); rubrics without ``type`` read everywhere. The judge is a scripted OpenAI-compatible
 server reached through the real litellm backend."""
@@ -24,7 +24,7 @@ from rubricforge.training.adaptive import DifficultyWeights, step_modes
 
 QUESTION = "What limits the range of electric cars in winter?"
 GOOD, OTHER = "Cold batteries lose capacity and cabin heating draws power.", "Winter is cold."
-RUBRICS = [  # the spec's H-1 example: P1, P2 persistent; A1, N1 active
+RUBRICS = [  # HOTE Eq. 2 worked by hand: P1, P2 persistent; A1, N1 active
     {"id": "P1", "title": "Battery chemistry", "description": "Explains the battery's capacity loss in cold.", "weight": 1},
     {"id": "P2", "title": "Heating load", "description": "Mentions cabin heating.", "weight": 0.5},
     {"id": "A1", "title": "Numbers", "description": "Gives a typical range loss in percent.", "weight": 1},
@@ -355,7 +355,7 @@ def test_from_gguf_names_a_missing_file():
 
 
 def test_from_gguf_converts_the_embedded_0_5b_model_by_default(monkeypatch, tmp_path):
-    """Not the LLM roles' default model (the 1.5B): the help and README promise the 0.5B policy."""
+    """Not the LLM roles' default model (the 1.5B): the help and docs/grpo.md promise the 0.5B policy."""
     from typer.testing import CliRunner
 
     from rubricforge.cli import app

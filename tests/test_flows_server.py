@@ -1,4 +1,4 @@
-"""The README's Prefect commands against a real ``prefect server start`` on loopback: a process work
+"""The Prefect commands of docs/deployment.md against a real ``prefect server start`` on loopback: a process work
 pool, ``build_dataset`` deployed from ``prefect.yaml``, a worker, one deployment run on documents of
 the default corpus with replayed LLM answers, and the exported dataset checked against the in-process
 build. Every process the test starts is stopped (its whole process group)."""

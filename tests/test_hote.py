@@ -1,4 +1,4 @@
-"""HOTE's pieces with the spec's exact values (seed-methods.md H-3, H-4, H-5, H-6): Eq. 5, meta-rubric
+"""HOTE's pieces with values worked by hand (docs/methods.md H-3, H-4, H-5, H-6): Eq. 5, meta-rubric
 compression and the replayed meta-rubric answer, diverse proposing, validity of proposed tasks, hybrid modes."""
 
 from __future__ import annotations

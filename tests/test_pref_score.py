@@ -1,4 +1,4 @@
-"""Seed 004's scoring and metrics with the exact values of the specification (Q-2, Q-3, Q-4, Q-7), and S(r|y)
+"""Seed 004's scoring and metrics with values worked by hand (docs/methods.md Q-2, Q-3, Q-4, Q-7), and S(r|y)
 through the real client and judge against a scripted judge server (C.2 prompts, ``rating: n`` answers)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`rubricforge build --source report` (MindDR §4.6, App. 8.1–8.2; spec M-1): short- and long-form Report-RL rows
+"""`rubricforge build --source report` (MindDR §4.6, App. 8.1–8.2; docs/methods.md M-1): short- and long-form Report-RL rows
 that the existing Report-RL rewards can read; the generator is a scripted server (:mod:`pref_fakes`), the long
 form's teacher trajectory searches a real index."""
 

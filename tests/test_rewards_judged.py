@@ -317,6 +317,38 @@ def test_generated_race_rubrics_become_the_shared_record(tmp_path):
                                     "readability": 0.0}
 
 
+TENSE_REPORT = ("<answer>Sales will reach 5 million units by 2025. Prices fell. Wages rose. Trade slowed. "
+                "Output is expected to rise in 2024Q3, the IMF said. Demand is projected to grow by 2030.</answer>")
+
+
+def test_the_tense_llm_stage_decides_which_stage_one_candidates_are_errors(tmp_path):
+    """MindDR App. 8.4: a past-dated prediction is an error only when the judge finds no forecasting
+    institution nearby; 2030 has not ended, so it is no candidate and costs no call."""
+    def judge(body):
+        named = "IMF" in body["messages"][-1]["content"].split("Please determine")[0]  # in the candidate's context
+        return Reply(json.dumps({"result": "yes" if named else "no", "detail": "scripted"}))
+
+    with FakeOpenAI(responder=judge) as server:
+        cfg = load_config(overrides={"llm": litellm_llm_config(tmp_path, server), "reward": {"tense_today": "2026-11-23"}})
+        got = asyncio.run(RewardScorer(cfg, LLMClient(cfg.llm)).score(Rollout(EXAMPLE, TENSE_REPORT), ("tense",)))
+    assert got["tense"] == {"value": -1.0, "candidates": 2, "errors": ["will reach 5 million units by 2025"],
+                            "unscored": 0}
+    assert server.n_requests == 2
+
+
+def test_tense_penalty_is_zero_without_errors_and_unscored_when_the_judge_fails(tmp_path):
+    clean = "<answer>Demand is projected to grow by 2030. It was expected to peak in 2023.</answer>"
+    with FakeOpenAI([Reply(status=503)]) as server:
+        cfg = load_config(overrides={"llm": litellm_llm_config(tmp_path, server, max_retries=1),
+                                     "reward": {"tense_today": "2026-11-23"}})
+        scorer = RewardScorer(cfg, LLMClient(cfg.llm))
+        none = asyncio.run(scorer.score(Rollout(EXAMPLE, clean), ("tense",)))
+        down = asyncio.run(scorer.score(Rollout(EXAMPLE, "<answer>Sales will reach 5 units by 2025.</answer>"),
+                                        ("tense",)))
+    assert none["tense"]["value"] == 0.0 and none["tense"]["candidates"] == 0
+    assert down["tense"]["value"] is None and down["tense"]["unscored"] == 1
+
+
 def test_report_reward_with_a_kg_exported_race_rubric(tmp_path):
     reference = f'<answer>Reference. <cite id="{S1}">The Eiffel Tower is 330 metres tall.</cite></answer>'
     example = {**EXAMPLE, "race_rubrics": json.dumps(RACE), "reference_report": reference}

@@ -1,4 +1,4 @@
-"""SCORE's evaluator side without training (spec seed-methods.md S-1–S-5, S-7): the exact values of the spec,
+"""SCORE's evaluator side without training (docs/methods.md S-1–S-5, S-7): values worked by hand,
 the selection / harness validation rules, and the assessment and harness calls through the litellm backend
 against a scripted OpenAI-compatible judge."""
 

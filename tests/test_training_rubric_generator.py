@@ -1,5 +1,5 @@
-"""The rubric generator's hybrid reward (seed 004 Eq. 1; spec Q-5, Q-6) with the exact values of the
-specification, and `rubricforge train rubric-generator` as one real TRL GRPO step on CPU.
+"""The rubric generator's hybrid reward (seed 004 Eq. 1; docs/methods.md Q-5, Q-6) with values worked by hand
+(docs/methods.md), and `rubricforge train rubric-generator` as one real TRL GRPO step on CPU.
 
 What is real in the GRPO test: a tiny Qwen2 model and tokenizer built locally, TRL's GRPOTrainer, the
 hybrid reward through the real LLM client reaching a scripted judge over HTTP (C.2 ratings and C.3

@@ -1,4 +1,4 @@
-"""The rubric generator's hybrid reward (seed 004 Eq. 1, §3.3; spec Q-5, Q-6).
+"""The rubric generator's hybrid reward (seed 004 Eq. 1, §3.3; docs/methods.md Q-5, Q-6).
 
 R_total = λ_pref R_pref + λ_llm R_llm + R_fmt for one generated rubric y of a query with a preference pair:
 
@@ -8,7 +8,7 @@ R_total = λ_pref R_pref + λ_llm R_llm + R_fmt for one generated rubric y of a 
 * R_llm (App. C.3) — the judge's ``reward: <0.00–4.00>`` for the rubric itself, raw (not rescaled).
 
 An unreadable rubric cannot be scored: R_pref := −1 and R_llm := 0 without any judge call, so with
-λ = 1 R_total = −2, below every valid rubric (the paper gives only the −1 penalty; spec Q-6's choice).
+λ = 1 R_total = −2, below every valid rubric (the paper gives only the −1 penalty; docs/methods.md Q-6).
 A judge failure on a valid rubric leaves R_total unscored (None), never 0.
 """
 

@@ -2,7 +2,7 @@
 
 Per rubric the fixed judge answers 0 or 1 (prompt ``hote_judge``): 1 = the response satisfies a positive
 rubric, or exhibits the flaw a negative one (w < 0) describes; the sign is carried by the weight (the
-spec's reading (a) of "the judge's reward for each rubric has only 0 or ±1", which keeps Eq. 5's "1 = max
+the reading (docs/methods.md H-1) of "the judge's reward for each rubric has only 0 or ±1", which keeps Eq. 5's "1 = max
 average reward" true). So r_i ∈ [−Σ_{w<0}|w| / Σ|w|, Σ_{w>0} w / Σ|w|] ⊆ [−1, 1]. A failed judge call on
 any rubric leaves the response unscored (None, never 0); a response without a final answer passes no rubric
 (every J = 0, r = 0) and costs no judge call. Works over a static rubric set (the dataset's ``rubrics``) and

@@ -1,5 +1,5 @@
-"""Scoring a report with a weighted rubric set, S(r|y) (seed 004 Eq. 2, App. C.2; spec Q-3), and the
-preference-consistency reward R_pref (Eq. 3; spec Q-4).
+"""Scoring a report with a weighted rubric set, S(r|y) (seed 004 Eq. 2, App. C.2; docs/methods.md Q-3), and the
+preference-consistency reward R_pref (Eq. 3; docs/methods.md Q-4).
 
 The judge rates how well the report matches each item on 1–10 (prompt C.2, ``rating: <n>``; an answer
 outside 1–10 or without a rating is re-prompted, then unscored). Ratings are linearly normalised,

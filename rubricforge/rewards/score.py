@@ -1,4 +1,4 @@
-"""SCORE's rewards (``score-self-evolving-evaluator.txt``; spec seed-methods.md S-3–S-5, S-7):
+"""SCORE's rewards (docs/methods.md S-3–S-5, S-7):
 
 * :func:`assess` — the evaluator's search-assisted assessment of one query's K reports (§3.4, Listing 4, Alg. 1
   l.20–22): ``<search>`` → ``<observation>`` turns over the corpus, then per-report, per-dimension scores 0–10.
@@ -53,7 +53,7 @@ _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
 
 
 def extract_conclusion(answer: str, words: int = CONCLUSION_WORDS) -> str:
-    """The rollout's conclusion (Alg. 2 l.5; method not given, spec S-5): the last Markdown section whose heading
+    """The rollout's conclusion (Alg. 2 l.5; method not given, docs/methods.md S-5): the last Markdown section whose heading
     matches conclusion / summary / bottom line, else the last paragraph; cut to ``words`` words."""
     heads = [m for m in _HEADING.finditer(answer) if _CONCLUSION_HEADING.search(m.group(1))]
     if heads:

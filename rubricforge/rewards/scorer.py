@@ -11,7 +11,8 @@ top of the LLM cache (re-scoring a rollout later costs no judge call). Columns u
 * DeepRubric rewards: ``question``, ``rubrics`` (the evidence-tree export, or ``{title, description, weight}``
   rubrics); HOTE's Eq. 2 (``hote``) reads the same two;
 * Report-RL (MindDR §5.3): ``race_rubrics`` (a :class:`~rubricforge.schema.RaceRubrics`, JSON string or
-  mapping; its ``query`` is the task the report answers) and ``reference_report``;
+  mapping; its ``query`` is the task the report answers) and ``reference_report``; the tense check (App. 8.4,
+  ``tense``) reads only the report;
 * Search-RL (MindDR §5.2): ``question``, ``answer``, ``answer_aliases`` (optional), ``key_entities``
   (the KG export's columns);
 * seed 004 (§3.4 "Reward Assignment"): ``pref_rubric`` is S(r|y) of the answer under the row's ``rubrics``
@@ -28,6 +29,7 @@ import json
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import asdict, dataclass
+from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +46,7 @@ from rubricforge.rewards.pref_score import report_score, weighted_score
 from rubricforge.rewards.race import race_score
 from rubricforge.rewards.rubric_reward import criteria_from, rubric_reward
 from rubricforge.rewards.search_reward import search_reward
+from rubricforge.rewards.tense_check import detect_tense_errors, tense_penalty
 from rubricforge.rewards.trajectory import Trajectory, cited_ids, parse_trajectory
 from rubricforge.schema import RaceRubrics
 
@@ -55,7 +58,7 @@ MEMO_SIZE = 4096
 NO_TOOL = "no_tool"  # the row's ``environment`` in HOTE's no-tool mode
 DEEPRUBRIC = ("rubric", "format", "citation", "search", "composite")
 HOTE = ("hote",)
-REPORT = ("race", "report_citation", "report_format", "report")
+REPORT = ("race", "report_citation", "report_format", "report", "tense")
 SEARCH_RL = ("prm", "orm", "search_rl")
 SEED004 = ("pref_rubric",)
 ALL = DEEPRUBRIC + HOTE + REPORT + SEARCH_RL + SEED004
@@ -66,6 +69,7 @@ COLUMNS: dict[str, tuple[str, ...]] = {  # the example columns each reward reads
     "rubric": ("question", "rubrics"), "format": (), "search": (), "citation": ("question",),
     "composite": ("question", "rubrics"), "hote": ("question", "rubrics"), "race": ("race_rubrics", "reference_report"),
     "report_citation": ("reference_report",), "report_format": (), "report": ("race_rubrics", "reference_report"),
+    "tense": (),
     "prm": ("key_entities",), "orm": ("question", "answer"), "search_rl": ("question", "answer", "key_entities"),
     "pref_rubric": ("question", "rubrics"),
 }
@@ -267,6 +271,15 @@ class RewardScorer:
         value = report_rules.report_reward(race["value"], cite["value"], fmt["value"], r.report_lambda_cite,
                                            r.report_lambda_format)
         return {"value": value, "race": race["value"], "citation": cite["value"], "format": fmt["value"]}
+
+    async def _tense(self, rollout: Rollout) -> dict[str, Any]:
+        """MindDR App. 8.4 on the report: predictions for a period that ended before ``reward.tense_today``
+        (default: today) with no forecasting institution named nearby; see :func:`tense_penalty`."""
+        findings = await detect_tense_errors(self.judge, self._report_text(rollout),
+                                             self.cfg.reward.tense_today or date.today())
+        return {"value": tense_penalty(findings), "candidates": len(findings),
+                "errors": [f.candidate.matched_text for f in findings if f.error],
+                "unscored": sum(f.error is None for f in findings)}
 
     # ------------------------------------------------------------ Search-RL (MindDR Eq. 6–9)
 

@@ -44,7 +44,7 @@ Embedder = Callable[[list[str]], Any]  # texts -> unit-norm row vectors (numpy a
 
 
 class RubricItem(Record):
-    """One rubric of a task's bank (spec H-0). ``weight`` < 0 marks a negative rubric."""
+    """One rubric of a task's bank (docs/methods.md H-0). ``weight`` < 0 marks a negative rubric."""
 
     id: str
     title: str

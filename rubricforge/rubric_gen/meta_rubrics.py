@@ -1,13 +1,13 @@
 """HOTE's meta rubrics (§2.2 Eq. 4) and diverse proposing (§2.3): what the proposer sees.
 
 * :func:`combinations` — N pairwise-distinct k-subsets of a step's tasks (diverse proposing, Table 7).
-* :func:`weaknesses` — the spec's compression of a task's assessment A (G × |R| judgments): per rubric the
+* :func:`weaknesses` — the compression (docs/methods.md H-3) of a task's assessment A (G × |R| judgments): per rubric the
   pass rate p_R = mean_i J; only rubrics with p_R ≤ 0.5 are kept, weakest first, with one failing response's
   excerpt (≤ 150 words).
 * :func:`meta_rubrics` — the fixed judge summarises one combination's weaknesses into M general rubrics
   (3 ≤ M ≤ 5, weights > 0; an answer with more is cut to 5). They are the proposer's input for that
   combination and the persistent rubrics of every task it proposes (one meta-rubric set per combination,
-  the spec's reading of Eq. 4, which Eq. 5 needs).
+  the reading of Eq. 4 in docs/methods.md H-3, which Eq. 5 needs).
 * :func:`proposer_messages` — the proposer's prompt for one combination and mode.
 """
 

@@ -1,4 +1,4 @@
-"""Query-specific rubrics in seed 004's ``{title, description, weight}`` form (§3.3, App. C.1, App. I; spec Q-2).
+"""Query-specific rubrics in seed 004's ``{title, description, weight}`` form (§3.3, App. C.1, App. I; docs/methods.md Q-2).
 
 :func:`parse_rubric_items` reads a generator's answer: a JSON array (a ```json fence or prose around it
 is tolerated) of objects with exactly ``title``, ``description`` and ``weight``, numeric weights, at

@@ -1,5 +1,5 @@
 """SCORE's evaluator side, generator half: the dimension pool and its scheduler, the meta-harness, and the
-evaluator's rubric selection (SCORE §3.3–3.4, Alg. 1 l.3, 8, 12–13, 33–40, App. H Listings 3–4; spec S-1–S-3).
+evaluator's rubric selection (SCORE §3.3–3.4, Alg. 1 l.3, 8, 12–13, 33–40, App. H Listings 3–4; docs/methods.md S-1–S-3).
 
 * :data:`DIMENSIONS` — the pool 𝒟 (the paper never lists it; assembled from §3.1 and the Fig. 6 case study),
   each with the one-line definition the evaluator sees.
@@ -60,7 +60,7 @@ class DimStats:
 @dataclass
 class DimensionScheduler:
     """SCORE Alg. 1 l.3, 8, 34. Hints: dimensions selected fewer than 3 times; avoided: among those selected at
-    least 5 times, the ones whose C̄_d is in the bottom 20 % (the paper names the outputs only; rule of spec S-1)."""
+    least 5 times, the ones whose C̄_d is in the bottom 20 % (the paper names the outputs only; rule of docs/methods.md S-1)."""
 
     pool: dict[str, str] = field(default_factory=lambda: dict(DIMENSIONS))
     stats: dict[str, DimStats] = field(default_factory=dict)
@@ -114,7 +114,7 @@ class ProcessConstraints(BaseModel):
     require_gap_analysis: bool = True
     require_verification: bool = True
     citation_cross_check: bool = True
-    min_number_of_tool_call: int = Field(1, ge=0)  # τ_s of Alg. 1 l.23 (our reading, spec S-2)
+    min_number_of_tool_call: int = Field(1, ge=0)  # τ_s of Alg. 1 l.23 (our reading, docs/methods.md S-2)
 
 
 class PoolEntry(BaseModel):
@@ -174,7 +174,7 @@ async def refresh_harness(client: LLMClient, role: str, statistics_json: Mapping
 
 class HarnessAnswer(BaseModel):
     """The meta-harness answer, read leniently: a value Harness rejects (e.g. weight_min > weight_max) is not
-    re-prompted but keeps ℳ_{t−1} (spec S-2)."""
+    re-prompted but keeps ℳ_{t−1} (docs/methods.md S-2)."""
 
     dimension_constraints: dict[str, Any]
     process_constraints: dict[str, Any] = Field(default_factory=dict)
@@ -193,13 +193,13 @@ class HarnessAnswer(BaseModel):
 
 @dataclass(frozen=True)
 class Selection:
-    """(H_q, w_q): dimension -> weight; the must_include dimensions weigh 1.0 (spec S-3, our choice)."""
+    """(H_q, w_q): dimension -> weight; the must_include dimensions weigh 1.0 (docs/methods.md S-3, our choice)."""
 
     weights: dict[str, float]
     primary: tuple[str, ...]
 
     def describe(self) -> str:
-        """The line appended to the solver's request (Alg. 1 l.16; wording is ours, spec S-6)."""
+        """The line appended to the solver's request (Alg. 1 l.16; wording is ours, docs/methods.md S-6)."""
         parts = [f"{d} (primary)" if d in self.primary else f"{d} ({w:g})" for d, w in self.weights.items()]
         return "Your report will be evaluated on: " + ", ".join(parts) + "."
 
@@ -266,7 +266,7 @@ def parse_selection(text: str, harness: Harness, pool: Mapping[str, str]) -> tup
 
 def harness_statistics(scheduler: DimensionScheduler, recent: Sequence[Mapping[str, Any]], harness: Harness,
                        baseline: float) -> dict[str, Any]:
-    """𝒯_t (the paper leaves it open; spec S-2): per-dimension n_d, C̄_d, r̄_d; over the last M steps the solver
+    """𝒯_t (the paper leaves it open; docs/methods.md S-2): per-dimension n_d, C̄_d, r̄_d; over the last M steps the solver
     reward mean/std, the share of rewards the verifier zeroed, mean evaluator search calls, R_eval; b_t; ℳ_{t−1}."""
 
     def mean(key: str) -> float | None:

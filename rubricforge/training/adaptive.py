@@ -48,7 +48,7 @@ TOOL = "tool"
 STATE_FILE = "rubricforge_adaptive.json"
 
 
-# ---------------------------------------------------------------- modes (HOTE §2.3, spec H-6)
+# ---------------------------------------------------------------- modes (HOTE §2.3, docs/methods.md H-6)
 
 def step_modes(task_ids: Sequence[str], step: int, modes: str, no_tool_steps: int, tool_share: float = 0.5,
                seed: int = 0) -> dict[str, str]:
@@ -72,12 +72,12 @@ def task_id(row: Mapping[str, Any]) -> str:
     return str(row.get("id") or row.get("question"))
 
 
-# ---------------------------------------------------------------- difficulty (MindDR §5.2 "Dynamic Data", spec M-3)
+# ---------------------------------------------------------------- difficulty (MindDR §5.2 "Dynamic Data", docs/methods.md M-3)
 
 class DifficultyWeights:
     """Sampling weight per difficulty bin. :meth:`update`: a bin whose ORM accuracy falls outside ``band`` has its
     weight halved (floor ``floor``), inside it is unchanged; then the weights are renormalised to sum to 1.
-    (The paper keeps each bin's accuracy in 10–50 % and gives no update rule; this one is the spec's.)"""
+    (The paper keeps each bin's accuracy in 10–50 % and gives no update rule; this one is docs/methods.md M-3's.)"""
 
     def __init__(self, bins: Sequence[str], band: tuple[float, float] = (0.1, 0.5), floor: float = 0.05):
         self.band, self.floor = band, floor

@@ -1,4 +1,4 @@
-"""`rubricforge train hote`: HOTE's self-play driver (§2.2–2.3, Algorithm 1; spec seed-methods.md H-5–H-7).
+"""`rubricforge train hote`: HOTE's self-play driver (§2.2–2.3, Algorithm 1; docs/methods.md H-5–H-7).
 
 Per step t: the batch S is B real tasks at step 1, later the synthetic tasks proposed at t−1 plus real tasks
 to fill B (B/2 each; an invalid proposal's slot goes to a real task). Modes (``evolve.modes``): real tasks by a
@@ -151,7 +151,7 @@ def _jsonable_generation(out: Sequence[Any]) -> list[Any]:
                                   None if out[4] is None else list(map(list, out[4])), out[5], None, out[7]]))
 
 
-# ---------------------------------------------------------------- validity of a proposed task (spec H-5)
+# ---------------------------------------------------------------- validity of a proposed task (docs/methods.md H-5)
 
 class TaskValidity:
     """Why a proposed task is invalid (None: valid): empty, longer than ``max_words``, or sharing an n-gram

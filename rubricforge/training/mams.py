@@ -1,4 +1,4 @@
-"""The Multi-agent Markov-state (MaMs) workflow (seed 004 §3.4, App. B Algorithm 1, App. C.4–C.9; spec Q-9).
+"""The Multi-agent Markov-state (MaMs) workflow (seed 004 §3.4, App. B Algorithm 1, App. C.4–C.9; docs/methods.md Q-9).
 
 One policy plays three roles over the state s_t = ⟨memory m_t, plan p_t, report r_t⟩:
 
@@ -6,7 +6,7 @@ One policy plays three roles over the state s_t = ⟨memory m_t, plan p_t, repor
   either ``<tool_call>{"name", "arguments"}</tool_call>`` (at most ``max_calls_per_turn``) or ``<answer>``;
   once ``tool_budget`` calls are spent its user prompt is C.5's "exhausted" variant and the episode ends;
 * the tool outputs O_t are split on paragraph boundaries into chunks of at most ``chunk_tokens`` tokens
-  (approximated as characters / 4; L is not given in the paper, 2,000 is the spec's choice);
+  (approximated as characters / 4; L is not given in the paper, 2,000 is the choice of docs/methods.md Q-9);
 * for every chunk c_k: state agent (C.6 / C.7, Eq. 4) m_{t,k} = A_state(q, c_k, m_{t,k−1}, p_{t,k−1}),
   then report agent (C.8 / C.9, Eq. 5) r_{t,k} = A_report(q, c_k, m_{t,k−1}, r_{t,k−1}) — with the memory
   from *before* the chunk's state update, as Eq. 5 writes it;

@@ -1,5 +1,5 @@
 """`rubricforge train score`: SCORE's shared-parameter writer / evaluator self-play through TRL's GRPOTrainer
-(``score-self-evolving-evaluator.txt`` §3.3–3.6, Algorithms 1–2; spec seed-methods.md S-1–S-6).
+(SCORE §3.3–3.6, Algorithms 1–2; docs/methods.md S-1–S-6).
 
 One policy plays both roles. Each step (one TRL generation batch of B queries × K rollouts):
 

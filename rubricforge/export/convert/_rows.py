@@ -17,18 +17,22 @@ OPTIONAL = ("answer", "answer_aliases", "race_rubrics", "topic", "reference_answ
 
 
 def criterion(n: int, description: Any, weight: Any, title: Any = "", type_: str | None = None,
-              evidence: Iterable[str] = (), id_: Any = None) -> dict[str, Any]:
+              evidence: Iterable[str] = (), id_: Any = None, tags: Iterable[str] = ()) -> dict[str, Any]:
     """One criterion dict; ``n`` is its 0-based position (the id is ``c<n+1>`` unless given). A criterion from
-    a format without types has type None (the judge sees its title and description)."""
+    a format without types has type None (the judge sees its title and description). ``tags`` (HealthBench's)
+    are carried only when there are some; no reward reads them."""
     if not isinstance(description, str) or not description.strip():
         raise ValueError(f"rubric {n + 1} has no description")
     if isinstance(weight, bool) or not isinstance(weight, (int, float)):
         raise ValueError(f"rubric {n + 1} has no numeric weight")
     if type_ not in (None, "factual", "logical"):
         raise ValueError(f"rubric {n + 1} has type {type_!r} (factual, logical or none)")
-    return {"id": str(id_ or f"c{n + 1}"), "type": type_, "description": description.strip(),
-            "weight": float(weight), "title": str(title or ""), "source_leaf_ids": [],
-            "evidence": [str(e) for e in evidence], "passage_ids": []}
+    out: dict[str, Any] = {"id": str(id_ or f"c{n + 1}"), "type": type_, "description": description.strip(),
+                           "weight": float(weight), "title": str(title or ""), "source_leaf_ids": [],
+                           "evidence": [str(e) for e in evidence], "passage_ids": []}
+    if tags := [str(t) for t in tags]:
+        out["tags"] = tags
+    return out
 
 
 def full_criterion(n: int, item: Any) -> dict[str, Any]:
@@ -36,7 +40,7 @@ def full_criterion(n: int, item: Any) -> dict[str, Any]:
     if not isinstance(item, Mapping):
         raise ValueError(f"rubric {n + 1} is not an object")
     out = criterion(n, item.get("description"), item.get("weight"), item.get("title"), item.get("type"),
-                    item.get("evidence") or (), item.get("id"))
+                    item.get("evidence") or (), item.get("id"), item.get("tags") or ())
     out["source_leaf_ids"] = [str(x) for x in item.get("source_leaf_ids") or []]
     out["passage_ids"] = [str(x) for x in item.get("passage_ids") or []]
     return out

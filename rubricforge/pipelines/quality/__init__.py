@@ -1,4 +1,4 @@
-"""Quality gates on a dataset's questions, run by the export before any file is written (DESIGN: "verifier →
+"""Quality gates on a dataset's questions, run by the export before any file is written (docs/design.md: "verifier →
 quality gates (dedup, decontamination) → dataset"):
 
 * :mod:`.decontam` drops a question that shares a normalised n-gram (13 by default) with a benchmark prompt, or
