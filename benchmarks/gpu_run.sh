@@ -27,6 +27,12 @@ for d in .carry/c[0-9]*; do  # what this call carried (cp -n: a repeated call ch
 done
 log "slices held: $(ls "$RF/parts" | tr '\n' ' ')"
 [ "$STAGE" = parts ] && exit 0
+if [ "$STAGE" = grpo ] || [ "$STAGE" = all ]; then  # fail fast, before anything is installed or run
+  [ -f "$RF/SHA256SUMS" ] || { log "no SHA256SUMS: carry the slices first"; exit 4; }
+  missing=$(cd "$RF/parts" && awk '{print $2}' ../SHA256SUMS | while read -r p; do [ -f "$p" ] || echo "$p"; done | tr '\n' ' ')
+  [ -z "$missing" ] || { log "slices missing here: $missing (a fresh machine starts bare: carry them again)"; exit 4; }
+  (cd "$RF/parts" && sha256sum -c --quiet ../SHA256SUMS) || { log "a slice is corrupt"; exit 4; }
+fi
 
 if [ ! -f "$RF/site/.installed" ]; then
   ls "$RF"/wheels/*.whl >/dev/null 2>&1 || { log "no wheels: the first call must carry .carry/c01"; exit 3; }
@@ -50,10 +56,6 @@ if [ "$STAGE" = retrieval ] || [ "$STAGE" = all ]; then
 fi
 
 if [ "$STAGE" = grpo ] || [ "$STAGE" = all ]; then
-  [ -f "$RF/SHA256SUMS" ] || { log "no SHA256SUMS: carry the slices first"; exit 4; }
-  missing=$(cd "$RF/parts" && awk '{print $2}' ../SHA256SUMS | while read -r p; do [ -f "$p" ] || echo "$p"; done)
-  [ -z "$missing" ] || { log "slices missing here: $missing (a fresh machine starts bare: carry them again)"; exit 4; }
-  (cd "$RF/parts" && sha256sum -c --quiet ../SHA256SUMS) || { log "a slice is corrupt"; exit 4; }
   if [ ! -d "$RF/payload" ]; then
     cat $(awk -v d="$RF/parts/" '{print d $2}' "$RF/SHA256SUMS") | tar -xzf - -C "$RF" || exit 4
   fi
