@@ -54,7 +54,8 @@ def config(args: argparse.Namespace, work: Path) -> Config:
         "run_dir": str(work / "run"),
         "corpus": {"limit": args.corpus_limit} if args.corpus_limit else {},
         "embedding": {"model": args.embedding_model},
-        "tools": {"top_k": args.top_k, **({"index_dir": args.index_dir} if args.index_dir else {})},
+        "tools": {"top_k": args.top_k, "snippet_chars": args.snippet_chars,
+                  "browse_chars": args.browse_chars, **({"index_dir": args.index_dir} if args.index_dir else {})},
         "llm": {"cache_path": str(work / "llm-cache.sqlite"), "judge": judge,
                 **({"model_dir": args.model_dir} if args.model_dir else {})},
         "reward": {"judge_mode": args.judge_mode},
@@ -105,9 +106,13 @@ def main() -> None:
     p.add_argument("--corpus-limit", type=int, help="corpus.limit when the index is built (a toy-scale check)")
     p.add_argument("--dataset", default=str(ROOT / "tests/data/training/examples.jsonl"))
     p.add_argument("--judge-mode", default="batched", choices=["batched", "per_criterion"])
-    p.add_argument("--max-completion", type=int, default=256, help="max_completion_length (tool turns included)")
+    # tool results count towards max_completion_length: short snippets leave room to close <answer> (a rollout
+    # without one scores 0 and costs no judge call, as every rollout of benchmarks/grpo_cpu.py at 128 tokens did)
+    p.add_argument("--max-completion", type=int, default=384, help="max_completion_length (tool turns included)")
     p.add_argument("--tool-turns", type=int, default=2)
-    p.add_argument("--top-k", type=int, default=3)
+    p.add_argument("--top-k", type=int, default=2, help="tools.top_k: results per search")
+    p.add_argument("--snippet-chars", type=int, default=300, help="tools.snippet_chars: characters per result")
+    p.add_argument("--browse-chars", type=int, default=1200, help="tools.browse_chars: characters a browse returns")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", required=True, help="the summary; the rows go to <stem>.steps.json after every step")
     args = p.parse_args()
@@ -118,7 +123,8 @@ def main() -> None:
         "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None, "torch": torch.__version__,
         "preset": args.preset, "reward": "composite", "judge_mode": args.judge_mode,
         "judge": f"{EMBEDDED_POLICY} (GGUF) through llama.cpp on the CPU cores (local backend, one call at a time)",
-        "max_completion_length": args.max_completion, "max_tool_turns": args.tool_turns, "dataset": args.dataset}
+        "max_completion_length": args.max_completion, "max_tool_turns": args.tool_turns, "top_k": args.top_k,
+        "snippet_chars": args.snippet_chars, "browse_chars": args.browse_chars, "dataset": args.dataset}
 
     # the GGUF's de-quantization (CPU) overlaps the index build (the embedding model on the GPU)
     with ThreadPoolExecutor(1) as pool:
