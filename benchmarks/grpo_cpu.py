@@ -54,6 +54,18 @@ def peak_rss_gb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6  # KiB on Linux
 
 
+def peak_gpu_gb() -> float | None:
+    """Peak GPU memory allocated by torch so far (None without CUDA)."""
+    import torch
+
+    return torch.cuda.max_memory_allocated() / 1e9 if torch.cuda.is_available() else None
+
+
+def judge_calls(client: Any) -> float:
+    """The judge role's ``generate`` calls so far (cache hits included), from the client's ledger."""
+    return client.ledger.summary()["by_role"].get("judge", {}).get("calls", 0) if client is not None else 0
+
+
 def config(args: argparse.Namespace, work: Path) -> Config:
     judge = {"backend": "local", "model": args.judge_model, "temperature": 0.0, "max_tokens": 384, "concurrency": 1}
     return Config.model_validate({
@@ -71,7 +83,7 @@ def config(args: argparse.Namespace, work: Path) -> Config:
 
 
 HEADER = (f"{'step':>4} {'mode':>7} {'s/step':>7} {'gen s':>6} {'rew s':>6} {'rest s':>6} {'tokens':>6} {'tok/s':>6} "
-          f"{'peakGB':>6} {'calls':>5} {'parsed':>6} {'+pos':>4} {'+neg':>4} {'active':>6} {'reward':>6} "
+          f"{'peakGB':>6} {'gpuGB':>6} {'judge':>5} {'calls':>5} {'parsed':>6} {'+pos':>4} {'+neg':>4} {'active':>6} {'reward':>6} "
           f"{'r_pers':>6} {'r_act':>6}")
 
 
@@ -84,7 +96,8 @@ def line(r: dict[str, Any]) -> str:
     share = r["parsed"] / r["tool_calls"] if r.get("tool_calls") else None
     return (f"{r['step']:>4} {r.get('mode', '?'):>7} {r['seconds']:>7.1f} {_f(r.get('generation_s'), '.1f'):>6} "
             f"{_f(r.get('rewards_s'), '.1f'):>6} {rest:>6.1f} {r['tokens']:>6.0f} {_f(r['tok_per_s']):>6} "
-            f"{r['peak_rss_gb']:>6.2f} {r.get('tool_calls', 0):>5} {_f(share):>6} {_f(r['new_pos'], '.0f'):>4} "
+            f"{r['peak_rss_gb']:>6.2f} {_f(r.get('peak_gpu_gb')):>6} {r.get('judge_calls', 0):>5.0f} "
+            f"{r.get('tool_calls', 0):>5} {_f(share):>6} {_f(r['new_pos'], '.0f'):>4} "
             f"{_f(r['new_neg'], '.0f'):>4} {_f(r['active'], '.1f'):>6} {_f(r['reward'], '.3f'):>6} "
             f"{_f(r['r_persistent'], '.3f'):>6} {_f(r['r_active'], '.3f'):>6}")
 
@@ -97,9 +110,11 @@ def ratios(r: dict[str, Any], base: dict[str, Any]) -> str:
             f"reward s x{r['rewards_s'] / base['rewards_s']:.2f}, tokens/s x{_f(tok)}")
 
 
-def instrument(trainer: Any, steps: list[dict[str, Any]], out: Path | None) -> None:
-    """Time generation and rewards of each step, count the tool calls in its completions, and print the step's
-    row (and rewrite ``out``) as soon as TRL logs it, so a run cut short keeps its finished steps."""
+def instrument(trainer: Any, steps: list[dict[str, Any]], out: Path | None, client: Any = None) -> None:
+    """Time generation and rewards of each step, count the tool calls in its completions (and, given the run's
+    LLM ``client``, its judge calls), and print the step's row (and rewrite ``out``) as soon as TRL logs it, so a
+    run cut short keeps its finished steps. A step's tokens are its generation batch's (one generation per
+    optimiser step: ``gradient_accumulation_steps`` x ``per_device_train_batch_size`` = ``generation_batch_size``)."""
     from transformers import TrainerCallback
 
     current: dict[str, Any] = {}
@@ -123,17 +138,18 @@ def instrument(trainer: Any, steps: list[dict[str, Any]], out: Path | None) -> N
     class Clock(TrainerCallback):
         def on_step_begin(self, args, state, control, **kw):
             current.clear()
-            current["t0"] = time.perf_counter()
+            current["t0"], current["judge0"] = time.perf_counter(), judge_calls(client)
 
         def on_step_end(self, args, state, control, **kw):
             current.update(step=state.global_step, seconds=time.perf_counter() - current.pop("t0"),
-                           peak_rss_gb=peak_rss_gb())
+                           peak_rss_gb=peak_rss_gb(), peak_gpu_gb=peak_gpu_gb(),
+                           judge_calls=judge_calls(client) - current.pop("judge0"))
 
         def on_log(self, args, state, control, logs=None, **kw):
             if not logs or "reward" not in logs or "seconds" not in current:
                 return
             row = {**current, **{k: logs.get(v) for k, v in METRICS.items()}}
-            row["tokens"] = (row["gen_len"] or 0) * trainer.num_generations
+            row["tokens"] = (row["gen_len"] or 0) * trainer.args.generation_batch_size
             row["tok_per_s"] = row["tokens"] / row["generation_s"] if row.get("generation_s") else None
             steps.append(row)
             if len(steps) == 1:
@@ -173,7 +189,7 @@ def main() -> None:
     run = build_grpo(cfg, args.dataset, str(policy))
     print(f"trainer built in {time.perf_counter() - t:.0f}s; {run.note}")
     steps: list[dict[str, Any]] = []
-    instrument(run.trainer, steps, Path(args.json) if args.json else None)
+    instrument(run.trainer, steps, Path(args.json) if args.json else None, run.client)
     run.train()
 
 

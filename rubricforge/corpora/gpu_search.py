@@ -57,9 +57,14 @@ def faiss_topk(matrix: np.ndarray, queries: np.ndarray, k: int) -> tuple[np.ndar
 
 
 class TorchExactSearch:
-    """The matrix resident on ``device``; :meth:`search` returns the top-k rows by inner product."""
+    """The matrix resident on ``device``; :meth:`search` returns the top-k rows by inner product.
 
-    def __init__(self, matrix: np.ndarray, device: str = "cuda", dtype: str = "float16", block_rows: int = BLOCK_ROWS):
+    ``matrix`` is a NumPy array (uploaded in blocks) or a torch tensor (moved to ``device`` / ``dtype``, kept
+    as is when it is there already: a benchmark makes its corpus on the GPU). ``query_batch`` queries share
+    one pass over the matrix."""
+
+    def __init__(self, matrix: Any, device: str = "cuda", dtype: str = "float16", block_rows: int = BLOCK_ROWS,
+                 query_batch: int = QUERY_BATCH):
         with needs("index"):
             import torch
 
@@ -67,6 +72,10 @@ class TorchExactSearch:
         self.device = torch.device(device)
         self.dtype = getattr(torch, dtype)
         self.block_rows = block_rows
+        self.query_batch = query_batch
+        if isinstance(matrix, torch.Tensor):
+            self.matrix = matrix.to(self.device, self.dtype)
+            return
         n, d = matrix.shape
         self.matrix = torch.empty((n, d), dtype=self.dtype, device=self.device)
         for lo in range(0, n, block_rows):  # upload in blocks: never a full float32 copy on the device
@@ -82,8 +91,8 @@ class TorchExactSearch:
         scores_out = np.empty((len(queries), k), dtype=np.float32)
         ids_out = np.empty((len(queries), k), dtype=np.int64)
         with torch.inference_mode():
-            for qlo in range(0, len(queries), QUERY_BATCH):
-                q = torch.from_numpy(np.ascontiguousarray(queries[qlo:qlo + QUERY_BATCH], dtype=np.float32))
+            for qlo in range(0, len(queries), self.query_batch):
+                q = torch.from_numpy(np.ascontiguousarray(queries[qlo:qlo + self.query_batch], dtype=np.float32))
                 q = q.to(self.device, self.dtype)
                 best_s: list[Any] = []
                 best_i: list[Any] = []
