@@ -164,6 +164,7 @@ class BuildConfig(Section):
     statements_per_leaf: int = Field(3, ge=1)
     max_chars: int = Field(6000, ge=500)
     min_rubrics: int = Field(5, ge=1)
+    check_coverage: bool = True  # rule check (ours): every clause of the question is checked by a rubric
     keep_decisions: list[Literal["KEEP", "REVISE", "DROP"]] = ["KEEP", "REVISE"]  # pydantic copies it per instance
     rubric_source: Literal["tree", "closed-book", "search"] = "tree"
 

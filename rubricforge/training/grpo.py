@@ -45,7 +45,13 @@ def grpo_args(cfg: Config, stage: str = "grpo", **method: Any) -> dict[str, Any]
 
 
 def trl_config(cls: type, args: dict[str, Any]) -> Any:
-    """``cls(**args)`` (a TRL config class) with its complaints turned into one-line UserErrors."""
+    """``cls(**args)`` (a TRL config class) with its complaints turned into one-line UserErrors. Transformers
+    before 5.2x names ``activation_checkpointing`` ``gradient_checkpointing``; the older name is used there."""
+    import dataclasses
+
+    fields = {f.name for f in dataclasses.fields(cls)}
+    if "activation_checkpointing" in args and "activation_checkpointing" not in fields:
+        args = {k if k != "activation_checkpointing" else "gradient_checkpointing": v for k, v in args.items()}
     try:
         return cls(**args)
     except (TypeError, ValueError) as exc:

@@ -13,7 +13,8 @@ RECORDING = Path(__file__).parents[1] / "data" / "recordings" / "build_two_trees
 # min_rubrics=1: the 0.5B model writes one rubric, so with the paper's 5 no candidate would reach the verifier
 SETTINGS = ("build.n_trees=2", "build.max_nodes=5", "build.passages_per_node=2", "build.max_depth=2",
             "build.tree_concurrency=1", "build.min_rubrics=1", "llm.generator.max_tokens=600",
-            "llm.verifier.max_tokens=600", "build.target_rows=0")  # a fixed number of trees, as recorded
+            "llm.verifier.max_tokens=600",
+            "build.target_rows=0", "build.check_coverage=false")  # as recorded: a fixed number of trees, no coverage test
 KEEP_ALL = "build.keep_decisions=[KEEP,REVISE,DROP]"  # export every verdict, whatever the recording decided
 ROLES = tuple(f"llm.{r}.backend=replay" for r in ("generator", "verifier", "judge"))
 

@@ -64,6 +64,7 @@ from rubricforge.text import one_line
 
 if TYPE_CHECKING:
     from rubricforge.corpora.index_store import CorpusIndex
+    from rubricforge.pipelines.tree.rules import Embed
     from rubricforge.llm.limits import LimitRegistry
 
 PIPELINE = "tree"
@@ -379,7 +380,7 @@ class TreeWorker:
                 candidate = await baseline_candidate(tree, source, question, self.client, self.tools, self.cfg)
         failures.check(key)
         self._check_generator()
-        check_rules(candidate, tree, self.cfg, embed=self.index.embed_queries)
+        check_rules(candidate, tree, self.cfg, embed=self._coverage_embed())
         self.candidates.add(key, candidate)
         self.computed["candidates"] += 1
         return candidate
@@ -392,11 +393,15 @@ class TreeWorker:
             return False
         if (verification := self.verdicts.item(candidate.id)) is None:
             with transient_failures() as failures:
-                verification = await verify(candidate, tree, self.client, self.cfg, embed=self.index.embed_queries)
+                verification = await verify(candidate, tree, self.client, self.cfg, embed=self._coverage_embed())
             failures.check(candidate.id)
             self.verdicts.add(candidate.id, verification)
             self.computed["verdicts"] += 1
         return is_retained(candidate, verification, self.cfg)
+
+    def _coverage_embed(self) -> Embed | None:
+        """The embedding the rule checks' coverage test uses (None: ``build.check_coverage`` is off)."""
+        return self.index.embed_queries if self.cfg.build.check_coverage else None
 
     def _check_generator(self) -> None:
         """Stop when every generator call so far failed: the model cannot do this job."""
