@@ -6,9 +6,10 @@ Every flow takes the config as a deployment would: ``config_path`` (a YAML file)
 (``key=value`` items, as ``--set``); the environment applies as for the CLI. A caller that holds a
 resolved config (the CLI) passes it as ``config`` instead, so it is not loaded again. Trees run as one
 task each in the ``trees`` subflow, whose task runner is ``runner.kind``, at most
-``build.tree_concurrency`` at a time, until ``build.target_rows`` rows are retained (``TreeQuota``). A tree whose task still fails after ``runner.task_retries`` retries
-(none after a budget stop: :func:`rubricforge.jobs.base.retryable`) is named in the one-line reason the
-flow run fails with; every finished item stays in the run directory and the same flow resumes from it.
+``build.tree_concurrency`` at a time, until ``build.target_rows`` rows are retained (``TreeQuota``). A
+tree whose task still fails after ``runner.task_retries`` retries (none after a budget stop:
+:func:`rubricforge.jobs.base.retryable`) is named in the one-line reason the flow run fails with; every
+finished item stays in the run directory and the same flow resumes from it.
 """
 
 from __future__ import annotations

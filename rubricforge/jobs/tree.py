@@ -29,7 +29,8 @@ def build_dataset(cfg: Config, progress: bool = True, push_to_hub: str | None = 
 
 def run_build(cfg: Config, progress: bool = True) -> BuildSummary:
     """Run (or resume) stages 1–3 in ``cfg.run_dir`` in this process, until ``build.target_rows`` rows are
-    retained (:class:`~rubricforge.pipelines.tree.run.TreeQuota`). A budget stop ends the run ``stopped: <why>`` with everything finished kept."""
+    retained (:class:`~rubricforge.pipelines.tree.run.TreeQuota`). A budget stop ends the run
+    ``stopped: <why>`` with everything finished kept."""
     return asyncio.run(_run_build(on_driver(cfg), progress))
 
 
