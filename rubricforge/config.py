@@ -293,6 +293,9 @@ class HoteConfig(Section):
     combo_size: int = Field(3, ge=1)  # k tasks of the step per combination (diverse proposing)
     max_task_words: int = Field(300, ge=1)  # a longer proposed task is invalid
     seed: int = 0  # real-task sampling and combinations
+    # who retires an active rubric: judge = only the judge's delete_ids in its update (HOTE); spread = also DR Tulu's
+    # pruning after scoring (zero spread over the group, then the evolve.max_active largest spreads), as `train grpo`
+    retire: Literal["judge", "spread"] = "judge"
     proposer_grpo_args: dict[str, Any] = Field(default_factory=dict)  # GRPOConfig fields for the proposer only
 
     @model_validator(mode="after")
