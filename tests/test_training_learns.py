@@ -149,13 +149,11 @@ def score_gain(tmp_path: Path, model: Path, lr: float) -> float:
     """``STEPS`` SCORE steps through ``ScoreLoop`` and ``ScoreGRPOTrainer`` (writer without tools, so no index);
     the change of log p(valid selection) − log p(invalid selection) for the film's selection prompt."""
     from datasets import Dataset
-    from trl import GRPOConfig
 
     from rubricforge.llm import LLMClient
     from rubricforge.training.data import training_rows
-    from rubricforge.training.grpo import grpo_args, trl_config
     from rubricforge.training.model import load_tokenizer
-    from rubricforge.training.score import ScoreLoop, score_reward, score_trainer
+    from rubricforge.training.score import ScoreLoop, score_args, score_reward, score_trainer
 
     with FakeOpenAI(responder=score_judge) as server:
         cfg = Config.model_validate({
@@ -169,7 +167,7 @@ def score_gain(tmp_path: Path, model: Path, lr: float) -> float:
         loop = ScoreLoop(cfg, client, None)
         loop.harness.process_constraints.min_number_of_tool_call = 0  # no tools here: the verifier keeps R_s
         trainer = score_trainer(loop, model=str(model), reward_funcs=[score_reward(loop)],
-                                args=trl_config(GRPOConfig, grpo_args(cfg, "score", beta=cfg.score.kl)),
+                                args=score_args(cfg),
                                 train_dataset=Dataset.from_list(rows), processing_class=load_tokenizer(str(model)))
         tok = trainer.processing_class
         prompt = loop.selection_prompts([{"id": "q-film", "question": QUESTIONS["q-film"]}], 1)["q-film"]

@@ -15,6 +15,10 @@
   step's batch metrics (its λ apply from the next batch); with ``evolve.difficulty_sampling`` the rows'
   ``difficulty`` bins are drawn by weights that :class:`DifficultyWeights` moves toward the ORM-accuracy band.
 
+A "step" here is a generation batch (its prompts, rollouts and rewards: :func:`generation_step`), as in the
+papers, not one of TRL's optimiser steps, of which a batch makes ``steps_per_generation`` /
+``gradient_accumulation_steps``: ``no_tool_steps``, ``difficulty_every`` and the coefficient scheduler count batches.
+
 Everything is logged through TRL's metrics (``evolve/*``, ``search_rl/*``, ``difficulty/*``) and saved each
 step to ``<run_dir>/evolve/state.json`` and into every checkpoint (``rubricforge_adaptive.json``), from which
 :meth:`StepHooks.load` resumes with identical bank, λ and sampling weights.
@@ -360,6 +364,15 @@ def _run(trainer: Any, coro: Any) -> Any:
 
 # ---------------------------------------------------------------- the trainer
 
+def generation_step(global_step: int, gradient_accumulation_steps: int, steps_per_generation: int,
+                    num_iterations: int = 1) -> int:
+    """The 1-based index of the generation batch that TRL is at after ``global_step`` optimiser steps: HOTE's and
+    MindDR's "step" (one batch of prompts, its rollouts and rewards). TRL makes ``steps_per_generation ×
+    num_iterations`` micro-batches of each generation, ``gradient_accumulation_steps`` per optimiser step."""
+    micro = global_step * gradient_accumulation_steps
+    return micro // (steps_per_generation * num_iterations) + 1
+
+
 def adaptive_trainer(hooks: StepHooks, *args: Any, difficulty_bins: Sequence[str] = (), **kwargs: Any) -> Any:
     """A GRPOTrainer that calls ``hooks`` around generation and rewards, and saves their state in checkpoints."""
     with needs("train"):
@@ -372,13 +385,17 @@ def adaptive_trainer(hooks: StepHooks, *args: Any, difficulty_bins: Sequence[str
                 hooks.save(Path(args.output_dir) / f"checkpoint-{state.global_step}" / STATE_FILE)
 
     class AdaptiveGRPOTrainer(GRPOTrainer):
+        def _step_index(self):
+            return generation_step(self.state.global_step, self.args.gradient_accumulation_steps,
+                                   self.args.steps_per_generation, self.num_iterations)
+
         def _generate_and_score_completions(self, inputs):
             if hooks.hybrid:
-                inputs = hooks.assign_modes(inputs, self.state.global_step + 1)
+                inputs = hooks.assign_modes(inputs, self._step_index())
             return super()._generate_and_score_completions(inputs)
 
         def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
-            step = self.state.global_step + 1
+            step = self._step_index()
             inputs = hooks.before_rewards(self, inputs, completions, step)
             rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
             hooks.after_rewards(self, inputs, completions, step)

@@ -28,7 +28,7 @@ from rubricforge.training.adaptive import STATE_FILE, TOOL, StepHooks, adaptive_
 from rubricforge.training.data import training_rows
 from rubricforge.training.environment import NoToolEnvironment, environment_factory
 from rubricforge.training.model import load_tokenizer
-from rubricforge.training.presets import generation_args, preset_args, require_gpu
+from rubricforge.training.presets import generation_args, method_args, preset_args, require_gpu
 from rubricforge.training.rewards import grpo_reward
 
 
@@ -47,6 +47,20 @@ def grpo_args(cfg: Config, stage: str = "grpo", **method: Any) -> dict[str, Any]
         args["model_init_kwargs"] = {"dtype": "bfloat16"}
     require_gpu(args, f"preset '{t.preset}'", "run on a GPU machine, or use --preset cpu for a CPU smoke run")
     return args
+
+
+def paper_args(cfg: Config, method: str) -> dict[str, Any]:
+    """A self-play method's own settings (:data:`~rubricforge.training.presets.METHODS`) for ``cfg``'s preset, less
+    what the config sets itself (``train.loss``, an explicit ``train.max_tool_turns``)."""
+    t = cfg.train
+    explicit = {*(["loss"] if t.loss else []), *(["max_tool_turns"] if "max_tool_turns" in t.model_fields_set else [])}
+    return method_args(method, t.preset, explicit)
+
+
+def reward_args(reward: str) -> dict[str, Any]:
+    """``GRPOConfig`` arguments that a reward's paper fixes: MindDR Eq. 2's mean-only advantage for Search-RL
+    (r − mean of the group, not divided by its std)."""
+    return {"scale_rewards": "none"} if reward == "search_rl" else {}
 
 
 def trl_config(cls: type, args: dict[str, Any]) -> Any:
@@ -122,8 +136,7 @@ def build_grpo(cfg: Config, dataset: str | Path, model: str) -> GRPORun:
     if "" in bins:
         raise UserError(f"dataset {dataset}: evolve.difficulty_sampling needs a 'difficulty' column on every example",
                         "train on the KG export (it labels easy / medium / hard), or turn difficulty sampling off")
-    # MindDR Eq. 2: Search-RL's advantage is r − mean(group), not divided by the group's std
-    args = trl_config(GRPOConfig, grpo_args(cfg, **({"scale_rewards": "none"} if reward == "search_rl" else {})))
+    args = trl_config(GRPOConfig, grpo_args(cfg, **reward_args(reward)))
     tokenizer = load_tokenizer(model, cfg.train.chat_template)
     client = LLMClient(cfg.llm)
     scorer = RewardScorer(cfg, client)

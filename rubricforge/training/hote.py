@@ -255,10 +255,10 @@ class HoteRun:
         with needs("train"):
             from trl import GRPOConfig
 
-        from rubricforge.training.grpo import grpo_args, trl_config
+        from rubricforge.training.grpo import grpo_args, paper_args, trl_config
 
         h = self.cfg.hote
-        args = {**grpo_args(self.cfg), **(h.proposer_grpo_args if role == "proposer" else {}),
+        args = {**grpo_args(self.cfg, "hote", **paper_args(self.cfg, "hote")), **(h.proposer_grpo_args if role == "proposer" else {}),
                 "num_generations": group, "generation_batch_size": prompts * group, "output_dir": str(self.dir / role),
                 "ignore_data_skip": True, "save_strategy": "steps"}
         probe = trl_config(GRPOConfig, {**args, "max_steps": 1})
