@@ -431,6 +431,7 @@ def train_hote(
     _console().print(f"HOTE: B={h.batch_size} tasks x G={h.group} rollouts, {h.combinations} proposer groups x "
                      f"G'={h.proposer_group} per step; judge calls per step: {h.batch_size} rubric updates + "
                      f"{h.batch_size * h.group} responses x |R| rubrics + {h.combinations} meta-rubric calls")
+    _console().print(run.cost.line())
     records = run.train(on_step=lambda r: _console().print(step_summary(r)))
     _console().print(f"trained {len(records)} HOTE steps (now at step {run.step}) -> {run.dir}")
 

@@ -275,6 +275,7 @@ class EvolveConfig(Section):
     no_tool_steps: int = Field(600, ge=0)  # HOTE: 600 no-tool steps, then hybrid (700 in the paper)
     tool_share: float = Field(0.5, ge=0, le=1)  # share of a hybrid step's prompts in tool mode (HOTE: half)
     seed: int = 0  # mode assignment
+    dynamic_sampling: bool = False  # DAPO: mask groups whose rewards are all equal out of the loss (MindDR Report-RL)
     difficulty_sampling: bool = False  # MindDR dynamic data: draw difficulty bins by weight (rows need `difficulty`)
     difficulty_band: tuple[float, float] = (0.1, 0.5)  # keep each bin's ORM accuracy in this band
     difficulty_every: int = Field(10, ge=1)  # steps between weight updates

@@ -58,8 +58,8 @@ def test_metrics_exact_values():
 
 
 def test_cohens_d_of_equal_gaps_is_undefined_despite_rounding():
-    """The audit's case: equal gaps 0.2, 0.2, 0.2 (as score differences) leave a rounding-noise sd of about 3e-17,
-    which used to give d about 5.9e15; a real spread, however small against the gaps, still gives a d."""
+    """The audit's case: equal gaps 0.2, 0.2, 0.2 (as score differences) leave a rounding-noise sd of about 6.5e-17,
+    which used to give d about 3e15; a real spread, however small against the gaps, still gives a d."""
     gaps = [0.7 - 0.5, 0.9 - 0.7, 0.6 - 0.4]
     assert len(set(gaps)) > 1  # the floats differ in their last bits
     assert pm.paired_cohens_d(gaps) is None and pm.paired_cohens_d(gaps, ddof=0) is None

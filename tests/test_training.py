@@ -139,6 +139,31 @@ def test_a_step_is_a_generation_batch_not_an_optimiser_step():
     assert generation_step(3, 1, 1, num_iterations=2) == 2  # each batch trained twice
 
 
+def test_judge_cost_before_the_first_step_and_the_budget_stop(tmp_path):
+    """Issue 26 item 5: the judge's calls, tokens and dollars per step and per run, from the rubric counts and the
+    batch; over llm.max_cost_usd, `train grpo` stops with one line before the model loads."""
+    from rubricforge.training.cost import grpo_cost
+    from rubricforge.training.grpo import build_grpo
+
+    rows = training_rows(DATA, [])
+    rubrics = sum(len(r["rubrics"]) for r in rows) / len(rows)
+    priced = {"backend": "litellm", "model": "openai/gpt-4o-mini", "max_tokens": 100}
+    cfg = Config.model_validate({"llm": {"judge": priced}, "train": {"preset": "cpu"}})
+    cost = grpo_cost(cfg, rows, 8, 8, 140, 1000)
+    assert cost.calls == 64 * rubrics and cost.completion_tokens == 64 * rubrics * 100
+    assert 64 * rubrics * 1000 < cost.prompt_tokens < 64 * rubrics * 2000  # each call reads a whole response
+    assert cost.usd == pytest.approx(140 * (cost.prompt_tokens * 0.15e-6 + cost.completion_tokens * 0.6e-6))
+    assert cost.line().startswith(f"judge openai/gpt-4o-mini: at most {64 * rubrics:,.0f} calls")
+    evolving = Config.model_validate({**cfg.model_dump(), "evolve": {"rubrics": "evolving"}})
+    assert grpo_cost(evolving, rows, 8, 8, 140, 1000).calls == 64 * (rubrics + 5) + 8  # + active rubrics, updates
+    assert grpo_cost(Config(), rows, 8, 8, 140, 1000).usd is None  # the embedded judge has no price
+    assert grpo_cost(derive(cfg, "train.reward=format"), rows, 8, 8, 140, 1000).calls == 0
+
+    capped = derive(cfg, "llm.max_cost_usd=0.01", "train.grpo_args={max_steps: 30, max_completion_length: 4096}")
+    with pytest.raises(UserError, match=r"the judge may cost up to \$[0-9.]+ over 30 steps .* llm.max_cost_usd = \$0.01"):
+        build_grpo(capped, DATA, str(tmp_path / "no-model-needed"))
+
+
 def test_gpu_presets_say_so_without_a_gpu():
     import torch
 

@@ -37,6 +37,7 @@ QUESTIONS = {"q-film": "When was 2001: A Space Odyssey released?", "q-moon": "Wh
 FAVOURED = "<think>I know this.</think>\n<answer>It happened in the year 1968.</answer>"
 DISFAVOURED = "<think>I know this.</think>\n<answer>It happened long ago.</answer>"
 STEPS, LR, MIN_GAIN = 2, 3e-3, 1.0  # the trained margin must beat the control's by a nat at least
+SCORE_STEPS = 1  # a SCORE step also generates the selections and assesses: one is enough to see the sign
 
 
 def dataset(tmp_path: Path) -> Path:
@@ -89,7 +90,8 @@ def learned(gain: float, control: float) -> bool:
 def grpo_cfg(tmp_path: Path, server: FakeOpenAI, lr: float, evolving: bool) -> Config:
     return Config.model_validate({
         "run_dir": str(tmp_path / f"run-{lr}"), "llm": litellm_llm_config(tmp_path, server),
-        "evolve": {"modes": "no_tool", "dedup_cosine": 1.0, "rubrics": "evolving" if evolving else "static"},
+        "evolve": {"modes": "no_tool", "dedup_cosine": 1.0, "rubrics": "evolving" if evolving else "static",
+                   "dynamic_sampling": evolving},  # DAPO's filter on: no group is flat here, so it keeps them all
         "train": {"preset": "cpu", "reward": "rubric", "output_dir": str(tmp_path / f"out-{lr}"),
                   "grpo_args": {"max_steps": STEPS, "learning_rate": lr, "seed": 0, "generation_batch_size": 4,
                                 "per_device_train_batch_size": 4, "max_completion_length": 48}}})
@@ -113,6 +115,7 @@ def grpo_gain(tmp_path: Path, model: Path, lr: float, evolving: bool) -> float:
     if evolving:
         bank = json.loads((tmp_path / f"run-{lr}" / "evolve" / "bank.json").read_text())
         assert all([a["title"] for a in t["active"]] == ["Gives the year"] for t in bank["tasks"].values())
+        assert [h["dapo/dropped_groups"] for h in trainer.state.log_history if "reward" in h] == [0.0] * STEPS
     return margin(trainer.model, tok, prompts, FAVOURED, DISFAVOURED) - before
 
 
@@ -120,6 +123,8 @@ def grpo_gain(tmp_path: Path, model: Path, lr: float, evolving: bool) -> float:
 def test_grpo_raises_the_answer_its_reward_favours(tiny_model, tmp_path, evolving):
     gain, control = (grpo_gain(tmp_path, tiny_model, lr, evolving) for lr in (LR, 0.0))
     assert learned(gain, control), (gain, control)
+    print(f"train grpo ({'evolving' if evolving else 'static'} rubrics): log-prob margin gain {gain:.2f} nats after "
+          f"{STEPS} steps (control {control:.2g})")
 
 
 # ---------------------------------------------------------------- SCORE's rubric selection
@@ -146,7 +151,7 @@ def score_turn(context: str, row: int) -> str:
 
 
 def score_gain(tmp_path: Path, model: Path, lr: float) -> float:
-    """``STEPS`` SCORE steps through ``ScoreLoop`` and ``ScoreGRPOTrainer`` (writer without tools, so no index);
+    """``SCORE_STEPS`` SCORE steps through ``ScoreLoop`` and ``ScoreGRPOTrainer`` (writer without tools, so no index);
     the change of log p(valid selection) − log p(invalid selection) for the film's selection prompt."""
     from datasets import Dataset
 
@@ -160,7 +165,7 @@ def score_gain(tmp_path: Path, model: Path, lr: float) -> float:
             "run_dir": str(tmp_path / f"score-{lr}"), "llm": litellm_llm_config(tmp_path, server),
             "score": {"harness_every": 100},
             "train": {"preset": "cpu", "output_dir": str(tmp_path / f"score-out-{lr}"),
-                      "grpo_args": {"max_steps": STEPS, "learning_rate": lr, "seed": 0, "generation_batch_size": 4,
+                      "grpo_args": {"max_steps": SCORE_STEPS, "learning_rate": lr, "seed": 0, "generation_batch_size": 4,
                                     "per_device_train_batch_size": 4, "max_completion_length": 160}}})
         rows = [{**r, "prompt": [{"role": "user", "content": r["question"]}]} for r in training_rows(dataset(tmp_path), [])]
         client = LLMClient(cfg.llm)
@@ -179,13 +184,14 @@ def score_gain(tmp_path: Path, model: Path, lr: float) -> float:
             import asyncio
 
             asyncio.run_coroutine_threadsafe(client.aclose(), trainer.async_loop).result()
-    assert [list(h["invalid"]) for h in loop.history] == [["q-moon"]] * STEPS, loop.history[0]["invalid"]
+    assert [list(h["invalid"]) for h in loop.history] == [["q-moon"]] * SCORE_STEPS, loop.history[0]["invalid"]
     return margin(trainer.model, tok, [prompt], VALID, INVALID) - before
 
 
 def test_score_raises_the_rubric_selection_its_consistency_reward_favours(tiny_model, tmp_path):
     gain, control = (score_gain(tmp_path, tiny_model, lr) for lr in (LR, 0.0))
     assert learned(gain, control), (gain, control)
+    print(f"SCORE selection: log-prob margin gain {gain:.2f} nats after {SCORE_STEPS} step (control {control:.2g})")
 
 
 # ---------------------------------------------------------------- the measure fails a cut reward

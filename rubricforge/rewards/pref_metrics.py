@@ -6,7 +6,7 @@ Over pairs i with Δ_i = S(r_acc^i) − S(r_rej^i):
   which would count a tie ½; ties are reported separately);
 * paired Cohen's d (Eq. 7) = mean(Δ) / sd(Δ) with the sample sd (ddof = 1; the paper's "Var" is unspecified);
   undefined (None) for fewer than two pairs or sd = 0 up to floating-point noise (sd ≤ 1e-9 · max |Δ|: equal
-  gaps 0.2, 0.2, 0.2 have a computed sd of about 3e-17, which would make d about 6e15);
+  gaps 0.2, 0.2, 0.2 computed as score differences have a rounding sd of order 1e-17, which made d of order 1e15);
 * a percentile bootstrap confidence interval for both (pairs resampled with replacement, seeded).
 
 Pairs with an unscored side are left out of N and counted as unscored.

@@ -11,6 +11,8 @@
   TRL's per-example environments (``environment_factory`` as a dict, the row's ``environment`` field). A GRPO
   group shares its mode. Schedule ``hote``: ``no_tool_steps`` no-tool steps, then ``tool_share`` of each step's
   prompts in tool mode, drawn from a seeded permutation of the step's tasks (identical on every process).
+* **DAPO's dynamic sampling** (``evolve.dynamic_sampling``; MindDR §5.3 trains Report-RL with DAPO): groups whose
+  rollouts all earned the same reward are masked out of the loss (:func:`drop_flat_groups`).
 * **MindDR Search-RL** (§5.2): with ``train.reward=search_rl`` the coefficient scheduler is updated from each
   step's batch metrics (its λ apply from the next batch); with ``evolve.difficulty_sampling`` the rows'
   ``difficulty`` bins are drawn by weights that :class:`DifficultyWeights` moves toward the ORM-accuracy band.
@@ -373,9 +375,26 @@ def generation_step(global_step: int, gradient_accumulation_steps: int, steps_pe
     return micro // (steps_per_generation * num_iterations) + 1
 
 
+def drop_flat_groups(out: dict[str, Any], group: int) -> tuple[dict[str, Any], int, int]:
+    """DAPO's dynamic-sampling filter (Yu et al. 2025; MindDR §5.3) on a scored generation batch: a group whose
+    rewards are all equal (every advantage 0) carries no signal, so its completions are masked out of the loss
+    and out of its token count. TRL cannot refill the batch with new groups as DAPO does; the step trains on the
+    groups left. Returns the batch, the groups dropped, and the tokens removed from the loss."""
+    advantages = out["advantages"]
+    if advantages.numel() % group:
+        return out, 0, 0
+    flat = (advantages.view(-1, group) == 0).all(dim=1).repeat_interleave(group)
+    if not bool(flat.any()):
+        return out, 0, 0
+    mask = out["completion_mask"]
+    removed = int(mask[flat].sum())
+    return {**out, "completion_mask": mask * (~flat).to(mask.dtype).unsqueeze(1)}, int(flat.sum()) // group, removed
+
+
 def adaptive_trainer(hooks: StepHooks, *args: Any, difficulty_bins: Sequence[str] = (), **kwargs: Any) -> Any:
     """A GRPOTrainer that calls ``hooks`` around generation and rewards, and saves their state in checkpoints."""
     with needs("train"):
+        import torch
         from transformers import TrainerCallback
         from trl import GRPOTrainer
 
@@ -392,7 +411,13 @@ def adaptive_trainer(hooks: StepHooks, *args: Any, difficulty_bins: Sequence[str
         def _generate_and_score_completions(self, inputs):
             if hooks.hybrid:
                 inputs = hooks.assign_modes(inputs, self._step_index())
-            return super()._generate_and_score_completions(inputs)
+            out = super()._generate_and_score_completions(inputs)
+            if hooks.cfg.evolve.dynamic_sampling:
+                out, dropped, removed = drop_flat_groups(out, self.num_generations)
+                removed_all = self.accelerator.gather(torch.tensor([removed], device=out["advantages"].device)).sum()
+                out["num_items_in_batch"] = out["num_items_in_batch"] - removed_all
+                self._metrics["train"]["dapo/dropped_groups"].append(float(dropped))
+            return out
 
         def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
             step = self._step_index()

@@ -25,6 +25,7 @@ from rubricforge.errors import UserError
 from rubricforge.extras import needs
 from rubricforge.rewards.scorer import NO_TOOL, REPORT, RewardScorer
 from rubricforge.training.adaptive import STATE_FILE, TOOL, StepHooks, adaptive_trainer, check_settings
+from rubricforge.training.cost import grpo_cost
 from rubricforge.training.data import training_rows
 from rubricforge.training.environment import NoToolEnvironment, environment_factory
 from rubricforge.training.model import load_tokenizer
@@ -55,6 +56,14 @@ def paper_args(cfg: Config, method: str) -> dict[str, Any]:
     t = cfg.train
     explicit = {*(["loss"] if t.loss else []), *(["max_tool_turns"] if "max_tool_turns" in t.model_fields_set else [])}
     return method_args(method, t.preset, explicit)
+
+
+def response_tokens(cfg: Config, method: str | None = None) -> int:
+    """The longest response the run's settings allow (``max_completion_length`` of preset < method < overrides),
+    without building a ``GRPOConfig`` (which a GPU preset cannot on CPU)."""
+    t = cfg.train
+    args = {**preset_args(t.preset, t.loss), **(paper_args(cfg, method) if method else {}), **t.grpo_args}
+    return int(args.get("max_completion_length", 256))
 
 
 def reward_args(reward: str) -> dict[str, Any]:
@@ -137,6 +146,10 @@ def build_grpo(cfg: Config, dataset: str | Path, model: str) -> GRPORun:
         raise UserError(f"dataset {dataset}: evolve.difficulty_sampling needs a 'difficulty' column on every example",
                         "train on the KG export (it labels easy / medium / hard), or turn difficulty sampling off")
     args = trl_config(GRPOConfig, grpo_args(cfg, **reward_args(reward)))
+    prompts = args.generation_batch_size // args.num_generations
+    steps = args.max_steps if args.max_steps > 0 else -(-len(rows) // prompts) * int(args.num_train_epochs)
+    cost = grpo_cost(cfg, rows, prompts, args.num_generations, steps, args.max_completion_length)
+    cost.check(cfg.llm.max_cost_usd)  # before the model loads
     tokenizer = load_tokenizer(model, cfg.train.chat_template)
     client = LLMClient(cfg.llm)
     scorer = RewardScorer(cfg, client)
@@ -155,5 +168,5 @@ def build_grpo(cfg: Config, dataset: str | Path, model: str) -> GRPORun:
         if toolbox is not None:
             toolbox.close()
         raise
-    note = hooks.judge_calls_per_step(rows, args.generation_batch_size // args.num_generations, args.num_generations)
+    note = "\n".join(filter(None, [hooks.judge_calls_per_step(rows, prompts, args.num_generations), cost.line()]))
     return GRPORun(trainer, toolbox, client, Path(args.output_dir), hooks, note)

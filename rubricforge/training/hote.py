@@ -58,7 +58,9 @@ from rubricforge.rubric_gen.bank import BankSettings, RubricBank, RubricItem, Ta
 from rubricforge.rubric_gen.meta_rubrics import Weakness, combinations, meta_rubrics, proposer_messages, weaknesses
 from rubricforge.rundir import atomic_write_json
 from rubricforge.training.adaptive import TOOL, no_tool_prompt, step_modes
+from rubricforge.training.cost import hote_cost
 from rubricforge.training.data import agent_prompt, training_rows
+from rubricforge.training.grpo import response_tokens
 
 log = logging.getLogger(__name__)
 STATE = "state.json"
@@ -211,6 +213,8 @@ class HoteRun:
             raise UserError(f"dataset {dataset} has {len(self.real)} tasks, hote.batch_size is {h.batch_size}",
                             "lower hote.batch_size or train on a larger dataset")
         self.validity = TaskValidity(cfg, [(k, str(r["question"])) for k, r in self.real.items()])
+        self.cost = hote_cost(cfg, rows, response_tokens(cfg, "hote"))
+        self.cost.check(cfg.llm.max_cost_usd)
         e = cfg.evolve
         self.bank = RubricBank(BankSettings(e.pos_weight, e.neg_weight, e.max_active, e.max_new, e.answer_words,
                                             e.dedup_cosine, e.role))

@@ -380,6 +380,7 @@ def build_score(cfg: Config, dataset: str | Path, model: str) -> Any:
         from datasets import Dataset
 
     from rubricforge.llm import LLMClient
+    from rubricforge.training.cost import score_cost
     from rubricforge.training.data import training_rows
     from rubricforge.training.environment import environment_factory
     from rubricforge.training.grpo import GRPORun
@@ -390,6 +391,9 @@ def build_score(cfg: Config, dataset: str | Path, model: str) -> Any:
     rows = training_rows(dataset, [])
     args = score_args(cfg)
     prompts = args.generation_batch_size // args.num_generations
+    steps = args.max_steps if args.max_steps > 0 else -(-len(rows) // prompts) * int(args.num_train_epochs)
+    cost = score_cost(cfg, rows, prompts, args.num_generations, steps, args.max_completion_length)
+    cost.check(cfg.llm.max_cost_usd)
     tokenizer = load_tokenizer(model, cfg.train.chat_template)
     client = LLMClient(cfg.llm)
     toolbox = ToolBox.from_config(cfg)
@@ -405,4 +409,4 @@ def build_score(cfg: Config, dataset: str | Path, model: str) -> Any:
         toolbox.close()
         raise UserError("train score runs on one process (its groups and evaluator rows are not gathered across "
                         "processes)", "launch it without accelerate's multi-process launcher")
-    return GRPORun(trainer, toolbox, client, Path(args.output_dir), loop, loop.judge_calls_per_step(prompts))
+    return GRPORun(trainer, toolbox, client, Path(args.output_dir), loop, f"{loop.judge_calls_per_step(prompts)}\n{cost.line()}")
