@@ -516,6 +516,29 @@ def train_sft(
     _console().print(f"SFT done; last loss {_fmt(metrics.get('loss'))} -> {out}")
 
 
+PairsOpt = Annotated[Path, typer.Option("--pairs", help="The --out folder (or pairs.jsonl) of `train dpo-pairs`.")]
+
+
+@train_app.command("dpo")
+def train_dpo(pairs: PairsOpt, model: ModelOpt, config: ConfigOpt = None, set_: SetOpt = None,
+              output_dir: OutputOpt = None) -> None:
+    """DPO on chosen / rejected pairs (MindDR Eq. 14; train.dpo_beta, train.dpo_args)."""
+    from rubricforge.training.preference import run_preference
+
+    out, metrics = run_preference(_config(config, set_, **{"train.output_dir": output_dir}), pairs, model, "dpo")
+    _console().print(f"DPO done; last loss {_fmt(metrics.get('loss'))} -> {out}")
+
+
+@train_app.command("self-sft")
+def train_self_sft(pairs: PairsOpt, model: ModelOpt, config: ConfigOpt = None, set_: SetOpt = None,
+                   output_dir: OutputOpt = None) -> None:
+    """Self-SFT on the chosen side of the pairs (MindDR Eq. 15; train.sft_args)."""
+    from rubricforge.training.preference import run_preference
+
+    out, metrics = run_preference(_config(config, set_, **{"train.output_dir": output_dir}), pairs, model, "self-sft")
+    _console().print(f"Self-SFT done; last loss {_fmt(metrics.get('loss'))} -> {out}")
+
+
 @train_app.command("dpo-pairs")
 def train_dpo_pairs(
     dataset: DatasetOpt,

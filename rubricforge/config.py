@@ -257,6 +257,8 @@ class TrainConfig(Section):
     dpo_high: float = 0.6  # dpo-pairs: a rollout scoring at least this is high quality (D+)
     dpo_low: float = 0.4  # dpo-pairs: at most this is low quality (D-)
     dpo_pairs_per_prompt: int = Field(1, ge=1)
+    dpo_beta: float = Field(0.1, gt=0)  # β of MindDR Eq. 14 (`train dpo`; the paper gives none, TRL's default)
+    dpo_args: dict[str, Any] = Field(default_factory=dict)  # any TRL DPOConfig field (`train dpo`)
 
 
 class EvolveConfig(Section):

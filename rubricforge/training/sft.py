@@ -67,17 +67,21 @@ def sft_args(cfg: Config, output_dir: Path) -> dict[str, Any]:
     return args
 
 
-def build_sft(cfg: Config, trajectories: str | Path, model: str) -> Any:
-    """TRL's SFTTrainer over the trajectories (checked first), with the model's tokenizer checked for tool calls."""
+def sft_trainer(cfg: Config, rows: list[dict[str, Any]], model: str, stage: str = "sft") -> Any:
+    """TRL's SFTTrainer over ``rows`` (``messages``, ``tools``), with the model's tokenizer checked for tool calls."""
     with needs("train"):
         from trl import SFTConfig, SFTTrainer
 
     from rubricforge.training.grpo import output_dir, trl_config
 
-    rows = sft_rows(trajectories)
-    args = trl_config(SFTConfig, sft_args(cfg, output_dir(cfg, "sft")))
+    args = trl_config(SFTConfig, sft_args(cfg, output_dir(cfg, stage)))
     tokenizer = load_tokenizer(model, cfg.train.chat_template)
     return SFTTrainer(model=model, args=args, train_dataset=sft_dataset(rows), processing_class=tokenizer)
+
+
+def build_sft(cfg: Config, trajectories: str | Path, model: str) -> Any:
+    """:func:`sft_trainer` over the trajectories of a JSONL file (checked first)."""
+    return sft_trainer(cfg, sft_rows(trajectories), model)
 
 
 def run_sft(cfg: Config, trajectories: str | Path, model: str) -> tuple[Path, dict[str, float]]:
