@@ -646,7 +646,8 @@ def prefs_degrade(
 def rubrics_eval(
     pairs: Annotated[Path, typer.Option("--pairs", "-p", help="Pairs JSONL (prefs import / prefs degrade).")],
     source: Annotated[str, typer.Option("--source", help="Comma-separated rubric sources: general, generated, "
-                                                         "closed-book, search, race, tree.")],
+                                                         "closed-book, search, race, tree; and the judge baselines "
+                                                         "pointwise, pairwise (seed 004 Table 1).")],
     config: ConfigOpt = None,
     set_: SetOpt = None,
     run_dir: Annotated[Optional[Path], typer.Option("--run-dir", help="Results go to <run-dir>/rubric-eval/.")] = None,
