@@ -252,6 +252,12 @@ class TrainConfig(Section):
     output_dir: str | None = None  # default: <run_dir>/train/<stage>
     grpo_args: dict[str, Any] = Field(default_factory=dict)  # any TRL GRPOConfig field, over the preset
     sft_args: dict[str, Any] = Field(default_factory=dict)  # any TRL SFTConfig field, over App. B Table 4
+    sft_curriculum: bool = False  # MindDR §5.1: each epoch from the shortest trajectory to the longest (no shuffle)
+    sft_stop_prompts: str | None = None  # MindDR §5.1 early stop: a dataset whose questions the policy answers
+    sft_stop_every: int = Field(50, ge=1)  # optimiser steps between early-stop checks
+    sft_stop_error: float = Field(0.0253, ge=0, le=1)  # stop at or below this format error rate (+ loss plateau)
+    sft_stop_plateau: float = Field(0.01, ge=0)  # plateau: mean loss of the last window within this share of the one before
+    sft_stop_tokens: int = Field(512, ge=1)  # tokens generated per check answer
     rollouts_per_prompt: int = Field(4, ge=1)  # `rollouts sample`: trajectories per question
     max_new_tokens: int = Field(2048, ge=1)  # `rollouts sample`: tokens per assistant turn
     dpo_high: float = 0.6  # dpo-pairs: a rollout scoring at least this is high quality (D+)
