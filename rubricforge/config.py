@@ -322,6 +322,8 @@ class ScoreConfig(Section):
     """SCORE self-play (``train score``, score-self-evolving-evaluator.txt §3, Algs. 1–2; App. G Table 2 constants)."""
 
     evaluator_role: str = "judge"  # the model that assesses the reports (Listing 4 stages 2-4)
+    assessor: Literal["role", "policy"] = "role"  # policy: the shared actor assesses with its training weights (§3.6)
+    assess_tokens: int = Field(2048, ge=16)  # policy assessor: tokens per turn (Table 2's evaluator generation length)
     harness_role: str = "verifier"  # the fixed external meta-harness (Listing 3; GPT-5.2 in the paper)
     harness_every: int = Field(5, ge=1)  # M: the harness is regenerated when t mod M = 0
     ema_beta: float = Field(0.7, ge=0, lt=1)  # β of the evaluator's EMA baseline

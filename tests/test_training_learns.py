@@ -134,31 +134,36 @@ VALID = ('<dimensions><dim name="factuality"/><dim name="insight" weight="0.3"/>
 INVALID = '<dimensions><dim name="factuality"/><dim name="insight" weight="0.3"/></dimensions>'
 
 
-def score_judge(body: dict[str, Any]) -> Reply:
+def evaluations(prompt: str) -> str:
     """The evaluator's assessment without searching: every report 6/10 on every selected dimension."""
-    user = body["messages"][1]["content"]
-    dims = re.findall(r"^- (\w+) \(", user.split("Evaluation dimensions:", 1)[1].split("Process", 1)[0], re.M)
-    reports = re.findall(r'<report id="(\d+)">', user)
+    dims = re.findall(r"^- (\w+) \(", prompt.split("Evaluation dimensions:", 1)[1].split("Process", 1)[0], re.M)
     xml = "".join(f'<report id="{n}"><scores>' + "".join(f'<score dim="{d}" value="6" reason="r"/>' for d in dims)
-                  + "</scores></report>" for n in reports)
-    return Reply(f"<report_evaluations>{xml}</report_evaluations>")
+                  + "</scores></report>" for n in re.findall(r'<report id="(\d+)">', prompt))
+    return f"<report_evaluations>{xml}</report_evaluations>"
+
+
+def score_judge(body: dict[str, Any]) -> Reply:
+    return Reply(evaluations(body["messages"][1]["content"]))
 
 
 def score_turn(context: str, row: int) -> str:
     if "Dimension pool:" in context:  # one selection per query: valid for the film, invalid for the Moon
         return VALID if "2001" in context.split("Query:", 1)[1][:200] else INVALID
+    if "Evaluation dimensions:" in context:  # the policy as the assessor (score.assessor=policy)
+        return evaluations(context)
     return FAVOURED  # identical reports: every valid selection earns C = 1
 
 
-def score_gain(tmp_path: Path, model: Path, lr: float) -> float:
+def score_gain(tmp_path: Path, model: Path, lr: float, assessor: str = "role") -> tuple[float, Any, list[Any]]:
     """``SCORE_STEPS`` SCORE steps through ``ScoreLoop`` and ``ScoreGRPOTrainer`` (writer without tools, so no index);
-    the change of log p(valid selection) − log p(invalid selection) for the film's selection prompt."""
+    the change of log p(valid selection) − log p(invalid selection) for the film's selection prompt, the loop,
+    and the requests the judge server got."""
     from datasets import Dataset
 
     from rubricforge.llm import LLMClient
     from rubricforge.training.data import training_rows
     from rubricforge.training.model import load_tokenizer
-    from rubricforge.training.score import ScoreLoop, score_args, score_reward, score_trainer
+    from rubricforge.training.score import PolicyAssessor, ScoreLoop, score_args, score_reward, score_trainer
 
     with FakeOpenAI(responder=score_judge) as server:
         cfg = Config.model_validate({
@@ -175,6 +180,8 @@ def score_gain(tmp_path: Path, model: Path, lr: float) -> float:
                                 args=score_args(cfg),
                                 train_dataset=Dataset.from_list(rows), processing_class=load_tokenizer(str(model)))
         tok = trainer.processing_class
+        if assessor == "policy":  # as build_score wires it
+            loop.judge = PolicyAssessor(trainer.model, tok, cfg.score.temperature, 400)
         prompt = loop.selection_prompts([{"id": "q-film", "question": QUESTIONS["q-film"]}], 1)["q-film"]
         before = margin(trainer.model, tok, [prompt], VALID, INVALID)
         ScriptedPolicy(trainer.model, tok, score_turn)
@@ -185,13 +192,23 @@ def score_gain(tmp_path: Path, model: Path, lr: float) -> float:
 
             asyncio.run_coroutine_threadsafe(client.aclose(), trainer.async_loop).result()
     assert [list(h["invalid"]) for h in loop.history] == [["q-moon"]] * SCORE_STEPS, loop.history[0]["invalid"]
-    return margin(trainer.model, tok, [prompt], VALID, INVALID) - before
+    return margin(trainer.model, tok, [prompt], VALID, INVALID) - before, loop, server.requests
 
 
 def test_score_raises_the_rubric_selection_its_consistency_reward_favours(tiny_model, tmp_path):
-    gain, control = (score_gain(tmp_path, tiny_model, lr) for lr in (LR, 0.0))
+    (gain, _, _), (control, _, _) = (score_gain(tmp_path, tiny_model, lr) for lr in (LR, 0.0))
     assert learned(gain, control), (gain, control)
     print(f"SCORE selection: log-prob margin gain {gain:.2f} nats after {SCORE_STEPS} step (control {control:.2g})")
+
+
+def test_score_with_the_shared_actor_as_assessor(tiny_model, tmp_path):
+    """``score.assessor=policy``: the training weights assess the reports (no judge request); R_s comes from their
+    scores, a(r)(1 + Σ w s) with s = 0.6: 1 + 1.6·0.6 for the film's valid selection, 1 + 1.0·0.6 for the Moon's
+    default rubric; the selection still learns."""
+    gain, loop, requests = score_gain(tmp_path, tiny_model, LR, assessor="policy")
+    assert not requests and loop.judge.calls == 2  # one assessment turn per query
+    assert sorted(set(loop.current.rewards)) == [pytest.approx(1.6), pytest.approx(1.96)]
+    assert gain > MIN_GAIN
 
 
 # ---------------------------------------------------------------- the measure fails a cut reward

@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel
 
@@ -163,7 +163,15 @@ def _process_lines(process: Mapping[str, Any]) -> str:
     return "\n".join(f"- {line}" for line in lines)
 
 
-async def assess(judge: Judge, toolbox: ToolBox | None, query: str, reports: Sequence[str],
+class Assessor(Protocol):
+    """What :func:`assess` asks: a :class:`~rubricforge.rewards.judging.Judge`, or the policy itself (SCORE's
+    shared actor, ``training.score.PolicyAssessor``)."""
+
+    async def ask_messages(self, messages: list[dict[str, str]], output: type[Any], *, stage: str,
+                           seed: int | None = None) -> Any: ...
+
+
+async def assess(judge: Assessor, toolbox: ToolBox | None, query: str, reports: Sequence[str],
                  weights: Mapping[str, float], primary: Sequence[str], process: Mapping[str, Any], notes: str = "",
                  max_turns: int = 6, report_words: int = 900) -> Assessment | None:
     """SCORE §3.4 / Listing 4 (stages 2–4, dimensions fixed by the selection): the evaluator searches the corpus

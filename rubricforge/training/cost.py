@@ -137,13 +137,16 @@ def hote_cost(cfg: Config, rows: Sequence[Mapping[str, Any]], response_tokens: i
 def score_cost(cfg: Config, rows: Sequence[Mapping[str, Any]], prompts_per_step: int, group: int, steps: int,
                response_tokens: int) -> JudgeCost:
     """``train score``'s evaluator per step: one assessment per query of its K reports, up to
-    ``score.max_search_turns`` calls each (every turn re-reads the reports), plus the harness every M steps."""
+    ``score.max_search_turns`` calls each (every turn re-reads the reports; none with ``score.assessor=policy``),
+    plus the harness every M steps."""
     from rubricforge.rewards.judging import PROMPTS
 
     s = cfg.score
-    role = cfg.llm.role(s.evaluator_role)
+    role = cfg.llm.role(s.evaluator_role if s.assessor == "role" else s.harness_role)
     question = statistics.fmean(len(str(r.get("question") or "")) for r in rows) / CHARS_PER_TOKEN
     reports = group * min(response_tokens, s.report_words * 4 // 3)
-    calls = prompts_per_step * s.max_search_turns + 1 / s.harness_every
-    prompt = prompts_per_step * s.max_search_turns * (_template_tokens(PROMPTS, "score_assess") + question + reports)
-    return JudgeCost(role.model, steps, calls, prompt, calls * role.max_tokens, price(role))
+    turns = prompts_per_step * s.max_search_turns if s.assessor == "role" else 0  # the policy assesses for free
+    calls = turns + 1 / s.harness_every
+    prompt = turns * (_template_tokens(PROMPTS, "score_assess") + question + reports)
+    note = "" if s.assessor == "role" else "the policy assesses the reports; only the harness calls count"
+    return JudgeCost(role.model, steps, calls, prompt, calls * role.max_tokens, price(role), note)

@@ -22,9 +22,9 @@ One policy plays both roles. Each step (one TRL generation batch of B queries ×
 
 Everything the next step's inputs depend on (pool, scheduler, harness, baseline, recent statistics) is written to
 ``<run_dir>/score/state.json`` after every step and into every checkpoint, so ``--resume-from`` continues with
-identical inputs. The assessment runs on a configured LLM role, not on the training weights (the paper's
-evaluator assesses with the shared actor; only its rubric selection is trained, which is what runs here on the
-policy): point ``llm.judge`` at a server of the policy, or at a stronger fixed judge.
+identical inputs. The assessment runs on the configured LLM role ``score.evaluator_role`` (a stronger fixed
+judge), or with ``score.assessor=policy`` on the training weights themselves (:class:`PolicyAssessor`): the
+paper's shared actor, which assesses with its current weights while only its rubric selection is trained.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ class ScoreLoop:
     def __init__(self, cfg: Config, client: Any, toolbox: ToolBox | None):
         s = cfg.score
         self.cfg, self.client, self.toolbox = cfg, client, toolbox
-        self.judge = Judge(client, s.evaluator_role)
+        self.judge: Judge | PolicyAssessor = Judge(client, s.evaluator_role)  # the policy's with score.assessor=policy
         self.scheduler = DimensionScheduler()
         self.harness = Harness()
         self.baseline = EmaBaseline(s.ema_beta)
@@ -224,6 +224,42 @@ class ScoreLoop:
         return (f"SCORE: {prompts_per_step} assessments per step, each 1 + up to {s.max_search_turns - 1} search turns "
                 f"({prompts_per_step}-{prompts_per_step * s.max_search_turns} evaluator calls), plus 1 harness call "
                 f"every {s.harness_every} steps")
+
+
+class PolicyAssessor:
+    """The shared actor as the evaluator's assessor (SCORE §3.4–3.6: one policy selects the rubric *and* assesses
+    the reports): :meth:`ask_messages` answers an assessment turn with the training weights (chat template,
+    sampling at ``score.temperature``, at most ``score.assess_tokens`` tokens, no gradient), reading the answer as
+    ``output.from_text``; an unreadable answer is re-asked with the reason once, then unscored (None). Only the
+    selection is trained (REINFORCE), as in the paper; the assessment reads the current weights."""
+
+    def __init__(self, model: Any, tokenizer: Any, temperature: float, max_tokens: int):
+        self.model, self.tokenizer, self.temperature, self.max_tokens = model, tokenizer, temperature, max_tokens
+        self.calls = 0
+
+    def _generate(self, messages: list[dict[str, str]]) -> str:
+        with needs("train"):
+            import torch
+
+        ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt",
+                                                 return_dict=True).to(self.model.device)
+        with torch.no_grad():
+            out = self.model.generate(**ids, max_new_tokens=self.max_tokens, do_sample=True,
+                                      temperature=self.temperature)
+        return self.tokenizer.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True)
+
+    async def ask_messages(self, messages: list[dict[str, str]], output: type[Any], *, stage: str,
+                           seed: int | None = None) -> Any:
+        for _ in range(2):
+            self.calls += 1
+            text = self._generate(messages)
+            try:
+                return output.from_text(text)
+            except ValueError as exc:
+                messages = [*messages, {"role": "assistant", "content": text},
+                            {"role": "user", "content": f"That answer could not be read ({exc}). Answer in the format: "
+                                                        f"{output.FORMAT}"}]
+        return None
 
 
 # ---------------------------------------------------------------- the trainer
@@ -405,6 +441,8 @@ def build_score(cfg: Config, dataset: str | Path, model: str) -> Any:
     except BaseException:
         toolbox.close()
         raise
+    if cfg.score.assessor == "policy":
+        loop.judge = PolicyAssessor(trainer.model, tokenizer, cfg.score.temperature, cfg.score.assess_tokens)
     if trainer.accelerator.num_processes > 1:
         toolbox.close()
         raise UserError("train score runs on one process (its groups and evaluator rows are not gathered across "
