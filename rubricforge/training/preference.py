@@ -15,7 +15,6 @@ scored whole: tool results inside them count like the model's own tokens (TRL's 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from rubricforge.config import Config
 from rubricforge.errors import UserError
 from rubricforge.extras import needs
 from rubricforge.training.model import load_tokenizer
+from rubricforge.training.sft import json_lines
 
 PAIRS_FILE = "pairs.jsonl"
 
@@ -35,13 +35,7 @@ def pair_rows(path: str | Path) -> list[dict[str, Any]]:
     if not path.is_file():
         raise UserError(f"pairs file {path} not found", "pass the --out folder of `rubricforge train dpo-pairs`")
     rows = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            raise UserError(f"{path}:{n} is not valid JSON", "fix or remove that line") from None
+    for n, record in json_lines(path):
         if not isinstance(record, dict) or not all(isinstance(record.get(k), list) and record[k]
                                                    for k in ("prompt", "chosen", "rejected")):
             raise UserError(f"{path}:{n} lacks a 'prompt', 'chosen' or 'rejected' message list",

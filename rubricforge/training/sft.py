@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import statistics
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,19 +34,24 @@ TABLE_4: dict[str, Any] = dict(num_train_epochs=2, learning_rate=4e-5, lr_schedu
                                logging_steps=1, save_strategy="epoch")
 
 
+def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
+    """(line number, record) for every non-empty line of a JSONL file; a UserError names a line that is not JSON."""
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            yield n, json.loads(line)
+        except json.JSONDecodeError:
+            raise UserError(f"{path}:{n} is not valid JSON", "fix or remove that line") from None
+
+
 def sft_rows(path: str | Path) -> list[dict[str, Any]]:
     """The trajectories of a JSONL file; a UserError names the first line without usable ``messages``."""
     path = Path(path)
     if not path.is_file():
         raise UserError(f"trajectories file {path} not found", "pass a JSONL written by `rubricforge rollouts sample`")
     rows = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            raise UserError(f"{path}:{n} is not valid JSON", "fix or remove that line") from None
+    for n, record in json_lines(path):
         messages = record.get("messages") if isinstance(record, dict) else None
         if not isinstance(messages, list) or not any(isinstance(m, dict) and m.get("role") == "assistant"
                                                      for m in messages):
