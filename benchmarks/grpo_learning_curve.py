@@ -12,7 +12,13 @@ article titles (seeded sample).
 Per step and run it records the mean reward and a 95 % band (mean ± 1.96 · sd / √n over the step's rollouts),
 seconds, generated tokens per second, peak resident memory. It writes ``<work>/curve.json`` after every step,
 then ``--svg`` (the two curves with their bands) and ``--md`` (the numbers: first and last ten steps' mean reward
-per run, the difference of the two runs, s/step, tokens/s, peak memory, judge calls per step)::
+per run, the difference of the two runs, s/step, tokens/s, peak memory, judge calls per step).
+
+Measured at 2 steps only (this shared 2-core machine, load about 9): the first step of the 0.5B took 690 s
+(0.36 generated tokens/s over the whole step), peak resident memory 11.4 GB, and every one of its 8 answers
+(about 31 tokens each) missed the format — reward 0, so no signal at step 1. Before the 40-step run, check that
+the reward varies within groups at this size (``--reward``, a longer ``--max-completion``, or KG exact-answer
+rows); on an idle machine expect several times faster steps::
 
     .venv/bin/python benchmarks/grpo_learning_curve.py --steps 40 --work runs/bench-curve \\
         --svg docs/grpo-learning-curve.svg --md docs/grpo-learning-curve.md
@@ -59,7 +65,7 @@ def config(args: argparse.Namespace, work: Path, lr: float) -> Config:
     return Config.model_validate({
         "run_dir": str(work / f"run-lr{lr:g}"), "llm": {"cache_path": str(work / "llm-cache.sqlite")},
         "evolve": {"modes": "no_tool"},
-        "train": {"preset": "cpu", "reward": "format", "generation": "transformers",
+        "train": {"preset": "cpu", "reward": args.reward, "generation": "transformers",
                   "output_dir": str(work / f"policy-lr{lr:g}"),
                   "grpo_args": {"max_steps": args.steps, "learning_rate": lr, "seed": args.seed,
                                 "num_generations": args.group, "generation_batch_size": args.prompts * args.group,
@@ -88,7 +94,8 @@ def run(args: argparse.Namespace, work: Path, dataset: Path, policy: Path, lr: f
             tokens = (logs.get("completions/mean_length") or 0) * n
             rows.append({"step": state.global_step, "reward": logs["reward"], "reward_std": logs.get("reward_std", 0.0),
                          "band": 1.96 * (logs.get("reward_std") or 0.0) / math.sqrt(n), "seconds": seconds,
-                         "tokens": tokens, "tok_per_s": tokens / seconds, "peak_rss_gb": peak_rss_gb()})
+                         "mean_length": logs.get("completions/mean_length"), "tokens": tokens,
+                         "tok_per_s": tokens / seconds, "peak_rss_gb": peak_rss_gb()})
             print(f"lr {lr:g} step {state.global_step}: reward {logs['reward']:.3f} ± {rows[-1]['band']:.3f}, "
                   f"{seconds:.1f} s, {rows[-1]['tok_per_s']:.1f} tok/s, peak {rows[-1]['peak_rss_gb']:.2f} GB", flush=True)
             (work / "curve.json").write_text(json.dumps(out, indent=1), encoding="utf-8")
@@ -130,8 +137,8 @@ def summary(out: dict[str, Any], args: argparse.Namespace) -> str:
 
     window = min(10, min(len(rows) for rows in out.values()))
     lines = [f"Settings: policy {args.policy_name}, {args.steps} steps, {args.prompts} questions x G={args.group} "
-             f"rollouts per step, responses up to {args.max_completion} tokens, no-tool mode, format reward "
-             f"(no judge: 0 judge calls per step), seed {args.seed}.", "",
+             f"rollouts per step, responses up to {args.max_completion} tokens, no-tool mode, reward {args.reward}"
+             f"{' (no judge: 0 judge calls per step)' if args.reward == 'format' else ''}, seed {args.seed}.", "",
              f"| learning rate | reward, first {window} steps | reward, last {window} steps | s/step | tokens/s | "
              "peak memory (GB) |", "|---|---|---|---|---|---|"]
     for lr, rows in out.items():
@@ -153,6 +160,7 @@ def main() -> None:
     p.add_argument("--prompts", type=int, default=2, help="questions per step")
     p.add_argument("--group", type=int, default=4, help="rollouts per question (G)")
     p.add_argument("--max-completion", type=int, default=160)
+    p.add_argument("--reward", default="format", help="any train.reward that needs only `question` (no judge: format)")
     p.add_argument("--checkpointing", action="store_true", help="activation checkpointing (less memory, slower)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--svg", help="write the plot here")
