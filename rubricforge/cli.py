@@ -434,6 +434,7 @@ def train_hote(
     _console().print(f"HOTE: B={h.batch_size} tasks x G={h.group} rollouts, {h.combinations} proposer groups x "
                      f"G'={h.proposer_group} per step; judge calls per step: {h.batch_size} rubric updates + "
                      f"{h.batch_size * h.group} responses x |R| rubrics + {h.combinations} meta-rubric calls")
+    _console().print(run.cost.line())
     records = run.train(on_step=lambda r: _console().print(step_summary(r)))
     _console().print(f"trained {len(records)} HOTE steps (now at step {run.step}) -> {run.dir}")
 
@@ -516,6 +517,29 @@ def train_sft(
 
     out, metrics = run_sft(_config(config, set_, **{"train.output_dir": output_dir}), data, model)
     _console().print(f"SFT done; last loss {_fmt(metrics.get('loss'))} -> {out}")
+
+
+PairsOpt = Annotated[Path, typer.Option("--pairs", help="The --out folder (or pairs.jsonl) of `train dpo-pairs`.")]
+
+
+@train_app.command("dpo")
+def train_dpo(pairs: PairsOpt, model: ModelOpt, config: ConfigOpt = None, set_: SetOpt = None,
+              output_dir: OutputOpt = None) -> None:
+    """DPO on chosen / rejected pairs (MindDR Eq. 14; train.dpo_beta, train.dpo_args)."""
+    from rubricforge.training.preference import run_preference
+
+    out, metrics = run_preference(_config(config, set_, **{"train.output_dir": output_dir}), pairs, model, "dpo")
+    _console().print(f"DPO done; last loss {_fmt(metrics.get('loss'))} -> {out}")
+
+
+@train_app.command("self-sft")
+def train_self_sft(pairs: PairsOpt, model: ModelOpt, config: ConfigOpt = None, set_: SetOpt = None,
+                   output_dir: OutputOpt = None) -> None:
+    """Self-SFT on the chosen side of the pairs (MindDR Eq. 15; train.sft_args)."""
+    from rubricforge.training.preference import run_preference
+
+    out, metrics = run_preference(_config(config, set_, **{"train.output_dir": output_dir}), pairs, model, "self-sft")
+    _console().print(f"Self-SFT done; last loss {_fmt(metrics.get('loss'))} -> {out}")
 
 
 @train_app.command("dpo-pairs")
@@ -625,7 +649,8 @@ def prefs_degrade(
 def rubrics_eval(
     pairs: Annotated[Path, typer.Option("--pairs", "-p", help="Pairs JSONL (prefs import / prefs degrade).")],
     source: Annotated[str, typer.Option("--source", help="Comma-separated rubric sources: general, generated, "
-                                                         "closed-book, search, race, tree.")],
+                                                         "closed-book, search, race, tree; and the judge baselines "
+                                                         "pointwise, pairwise (seed 004 Table 1).")],
     config: ConfigOpt = None,
     set_: SetOpt = None,
     run_dir: Annotated[Optional[Path], typer.Option("--run-dir", help="Results go to <run-dir>/rubric-eval/.")] = None,

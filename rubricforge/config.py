@@ -271,11 +271,19 @@ class TrainConfig(Section):
     output_dir: str | None = None  # default: <run_dir>/train/<stage>
     grpo_args: dict[str, Any] = Field(default_factory=dict)  # any TRL GRPOConfig field, over the preset
     sft_args: dict[str, Any] = Field(default_factory=dict)  # any TRL SFTConfig field, over App. B Table 4
+    sft_curriculum: bool = False  # MindDR §5.1: each epoch from the shortest trajectory to the longest (no shuffle)
+    sft_stop_prompts: str | None = None  # MindDR §5.1 early stop: a dataset whose questions the policy answers
+    sft_stop_every: int = Field(50, ge=1)  # optimiser steps between early-stop checks
+    sft_stop_error: float = Field(0.0253, ge=0, le=1)  # stop at or below this format error rate (+ loss plateau)
+    sft_stop_plateau: float = Field(0.01, ge=0)  # plateau: mean loss of the last window within this share of the one before
+    sft_stop_tokens: int = Field(512, ge=1)  # tokens generated per check answer
     rollouts_per_prompt: int = Field(4, ge=1)  # `rollouts sample`: trajectories per question
     max_new_tokens: int = Field(2048, ge=1)  # `rollouts sample`: tokens per assistant turn
     dpo_high: float = 0.6  # dpo-pairs: a rollout scoring at least this is high quality (D+)
     dpo_low: float = 0.4  # dpo-pairs: at most this is low quality (D-)
     dpo_pairs_per_prompt: int = Field(1, ge=1)
+    dpo_beta: float = Field(0.1, gt=0)  # β of MindDR Eq. 14 (`train dpo`; the paper gives none, TRL's default)
+    dpo_args: dict[str, Any] = Field(default_factory=dict)  # any TRL DPOConfig field (`train dpo`)
 
 
 class EvolveConfig(Section):
@@ -294,6 +302,7 @@ class EvolveConfig(Section):
     no_tool_steps: int = Field(600, ge=0)  # HOTE: 600 no-tool steps, then hybrid (700 in the paper)
     tool_share: float = Field(0.5, ge=0, le=1)  # share of a hybrid step's prompts in tool mode (HOTE: half)
     seed: int = 0  # mode assignment
+    dynamic_sampling: bool = False  # DAPO: mask groups whose rewards are all equal out of the loss (MindDR Report-RL)
     difficulty_sampling: bool = False  # MindDR dynamic data: draw difficulty bins by weight (rows need `difficulty`)
     difficulty_band: tuple[float, float] = (0.1, 0.5)  # keep each bin's ORM accuracy in this band
     difficulty_every: int = Field(10, ge=1)  # steps between weight updates
@@ -312,6 +321,9 @@ class HoteConfig(Section):
     combo_size: int = Field(3, ge=1)  # k tasks of the step per combination (diverse proposing)
     max_task_words: int = Field(300, ge=1)  # a longer proposed task is invalid
     seed: int = 0  # real-task sampling and combinations
+    # who retires an active rubric: judge = only the judge's delete_ids in its update (HOTE); spread = also DR Tulu's
+    # pruning after scoring (zero spread over the group, then the evolve.max_active largest spreads), as `train grpo`
+    retire: Literal["judge", "spread"] = "judge"
     proposer_grpo_args: dict[str, Any] = Field(default_factory=dict)  # GRPOConfig fields for the proposer only
 
     @model_validator(mode="after")
@@ -329,6 +341,8 @@ class ScoreConfig(Section):
     """SCORE self-play (``train score``, SCORE §3, Algs. 1–2; App. G Table 2 constants)."""
 
     evaluator_role: str = "judge"  # the model that assesses the reports (Listing 4 stages 2-4)
+    assessor: Literal["role", "policy"] = "role"  # policy: the shared actor assesses with its training weights (§3.6)
+    assess_tokens: int = Field(2048, ge=16)  # policy assessor: tokens per turn (Table 2's evaluator generation length)
     harness_role: str = "verifier"  # the fixed external meta-harness (Listing 3; GPT-5.2 in the paper)
     harness_every: int = Field(5, ge=1)  # M: the harness is regenerated when t mod M = 0
     ema_beta: float = Field(0.7, ge=0, lt=1)  # β of the evaluator's EMA baseline

@@ -367,3 +367,16 @@ def test_from_gguf_converts_the_embedded_0_5b_model_by_default(monkeypatch, tmp_
     res = CliRunner().invoke(app, ["train", "from-gguf", "--out", str(tmp_path / "policy")])
     assert res.exit_code == 0, res.output
     assert asked == ["qwen2.5-coder-0.5b-instruct-q4"]
+
+
+def test_dapo_dynamic_sampling_masks_groups_whose_rewards_are_all_equal():
+    import torch
+
+    from rubricforge.training.adaptive import drop_flat_groups
+
+    out = {"advantages": torch.tensor([0.7, -0.7, 0.0, 0.0, 0.0, 0.0]),
+           "completion_mask": torch.tensor([[1, 1, 0], [1, 1, 1], [1, 0, 0], [1, 1, 0], [1, 1, 1], [1, 0, 0]])}
+    kept, dropped, removed = drop_flat_groups(out, 2)
+    assert (dropped, removed) == (2, 7)
+    assert kept["completion_mask"].tolist() == [[1, 1, 0], [1, 1, 1]] + [[0, 0, 0]] * 4
+    assert drop_flat_groups(out, 4)[1:] == (0, 0)  # 6 rows are no whole groups of 4: left as they are

@@ -140,3 +140,62 @@ def test_a_paper_size_hybrid_step_is_half_real_half_synthetic_and_half_tool(tmp_
     assert run.batch(601) == (tasks, modes, real)  # seeded by step: a resumed run draws the same batch
     run.synthetic = run.synthetic[:20]  # 4 invalid proposals: their slots go to real tasks
     assert len(run.batch(601)[2]) == 28
+
+
+def _flaw_judge(body) -> Reply:
+    """Update: one negative rubric ("Cites no sources"), which every response shows; binary judge: every answer
+    passes the dataset rubric and shows the flaw (J = 1 for both); meta rubrics: three."""
+    import re
+
+    system, user = body["messages"][0]["content"], body["messages"][-1]["content"]
+    if "You maintain the evaluation rubrics" in system:
+        return Reply(json.dumps({"positive_rubrics": [], "negative_rubrics": [
+            {"title": "Cites no sources", "description": "The answer names no source for its claims."}]}))
+    if "You analyse how a research agent failed" in system:
+        return Reply(json.dumps({"rubrics": [{"title": f"Meta {i}", "description": f"Meta check {i}.", "weight": 1.0}
+                                             for i in range(1, 4)]}))
+    assert re.search(r"<rubric>(.*?)</rubric>", user, re.S)
+    return Reply(json.dumps({"score": 1}))
+
+
+@pytest.mark.parametrize("retire", ["judge", "spread"])
+def test_a_flaw_every_response_shares_reaches_the_meta_rubrics(tmp_path, retire):
+    """Audit bug (HOTE Eq. 4): the weaknesses are taken before pruning. A new negative rubric that all G responses
+    fail has zero spread: DR Tulu's pruning (``hote.retire=spread``) retires it, HOTE's default (only the judge
+    retires) keeps it active; either way the proposer's meta-rubric call sees it as the task's weakness."""
+    import threading
+    from types import SimpleNamespace
+
+    from rubricforge.training.hote import HoteRun
+
+    dataset = tmp_path / "tasks.jsonl"
+    dataset.write_text("".join(json.dumps({"id": f"t{i}", "question": f"Why does thing {i} happen?",
+                                           "rubrics": [{"title": "Answers", "description": "Answers it.", "weight": 1}]})
+                               + "\n" for i in range(4)))
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    with FakeOpenAI(responder=_flaw_judge) as server:
+        cfg = Config.model_validate({"run_dir": str(tmp_path / "run"), "llm": litellm_llm_config(tmp_path, server),
+                                     "evolve": {"modes": "no_tool", "dedup_cosine": 1.0},
+                                     "hote": {"batch_size": 4, "group": 2, "proposer_group": 2, "combo_size": 4,
+                                              "retire": retire}})
+        run = HoteRun(cfg, dataset, "unused")
+        run.solver = SimpleNamespace(async_loop=loop)
+        run.step = 1
+        tasks, _, _ = run.batch(1)
+        ids = [tid for tid, _ in tasks for _ in range(2)]
+        answers = ["<think>x</think>\n<answer>It happens because of physics.</answer>"] * len(ids)
+        rewards = run._on_loop(run._solver_reward([None] * len(ids), answers, ids))
+        tr = run.bank.tasks["t0"]
+        _, rows = run._propose(1, tasks)
+        run._on_loop(run.client.aclose())
+        meta_prompt = next(m["content"] for r in server.requests for m in r["messages"]
+                           if "You analyse how a research agent failed" in r["messages"][0]["content"] and m["role"] == "user")
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join()
+    assert rewards == [0.0] * len(ids)  # Eq. 2 with the new flaw scored at once: (1·1 − 1·1) / (1 + 1)
+    flaw = [w.rubric.title for w in run.weak["t0"]]
+    assert flaw == ["Cites no sources"]
+    assert [a.title for a in (tr.inactive if retire == "spread" else tr.active)] == ["Cites no sources"]
+    assert "[flaw] Cites no sources" in meta_prompt and len(rows) == 2

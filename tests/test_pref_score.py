@@ -57,6 +57,17 @@ def test_metrics_exact_values():
     assert pm.paired_cohens_d([0.1, 0.1]) is None  # sd = 0: undefined, not infinite
 
 
+def test_cohens_d_of_equal_gaps_is_undefined_despite_rounding():
+    """The audit's case: equal gaps 0.2, 0.2, 0.2 (as score differences) leave a rounding-noise sd of about 6.5e-17,
+    which used to give d about 3e15; a real spread, however small against the gaps, still gives a d."""
+    gaps = [0.7 - 0.5, 0.9 - 0.7, 0.6 - 0.4]
+    assert len(set(gaps)) > 1  # the floats differ in their last bits
+    assert pm.paired_cohens_d(gaps) is None and pm.paired_cohens_d(gaps, ddof=0) is None
+    assert pm.paired_cohens_d([0.0, 0.0, 0.0]) is None
+    assert pm.paired_cohens_d([0.2, 0.2, 0.2 + 1e-6]) == pytest.approx(0.2 / 5.7735e-7, rel=1e-3)
+    assert pm.preference_metrics([(0.7, 0.5), (0.9, 0.7), (0.6, 0.4)], n_boot=50).cohens_d is None
+
+
 def test_format_reward_exact_cases():
     app_i = json.dumps(APP_I)
     assert format_reward(app_i) == 0

@@ -109,3 +109,41 @@ def test_a_rubric_without_positive_weight_is_not_used(tmp_path):
         {"id": "R1", "type": "logical", "description": "Rambles about the question.", "weight": -1.0}]})
     maker = RubricMaker(Config(), None, log, None, None)  # a logged rubric needs no model
     assert asyncio.run(maker.get("search", QUERY)) is None  # S(r|y) has no scale: its pairs stay unscored
+
+
+def _baseline_judge(body):
+    """C.12: [[8]] for a GOOD report, [[3]] for a weak one, no verdict for BROKEN; C.11: the GOOD report wins."""
+    import re
+
+    from llm_fakes import Reply
+
+    user = body["messages"][-1]["content"]
+    if "[The Start of Assistant As Answer]" in user:
+        a = re.search(r"Assistant As Answer\]\n(.*?)\n\[The End", user, re.S).group(1)
+        return Reply("A is more thorough. [[A]]" if "GOOD" in a else "B is better. [[B]]")
+    answer = re.search(r"Assistants Answer\]\n(.*?)\n\[The End", user, re.S).group(1)
+    return Reply("no verdict" if "BROKEN" in answer else "[[8]]" if "GOOD" in answer else "Fine. [[3]]")
+
+
+def test_table_1_pointwise_and_pairwise_judge_baselines(tmp_path):
+    """Seed 004 Table 1's judge baselines (App. C.11, C.12) beside the rubric sources: pointwise scores each report
+    alone; pairwise shows both, the chosen one first for half the pairs, and gives no Cohen's d."""
+    from rubricforge.jobs.rubric_eval import _digest, evaluate
+
+    pairs = _pairs(tmp_path)
+    with FakeOpenAI(responder=_baseline_judge) as server:
+        result = evaluate(load_config(_config(tmp_path, server)), pairs, ["pointwise", "pairwise"], n_boot=100,
+                          progress=False)
+        prompts = [r["messages"][-1]["content"] for r in server.requests]
+    point, pair = result.sources
+    # pointwise: p1-p3 GOOD (8) over weak (3), p4 weak chosen, p5 BROKEN unscored; S = (v - 1) / 9
+    assert (point.metrics["n"], point.metrics["unscored"], point.metrics["accuracy"]) == (4, 1, 0.75)
+    assert point.metrics["mean_delta"] == pytest.approx((3 * 5 / 9 - 5 / 9) / 4) and point.metrics["cohens_d"] == pytest.approx(0.5)
+    # pairwise: the judge prefers the GOOD report wherever it stands (p1-p3 right, p4 wrong); p5 has none, so the
+    # judge names B, which is the chosen report only when the chosen one was shown second
+    firsts = {i: int(_digest(i), 16) % 2 == 0 for i in ("p1", "p2", "p3", "p4", "p5")}
+    assert (pair.metrics["n"], pair.metrics["accuracy"], pair.metrics["cohens_d"]) == (5, (3 + (not firsts["p5"])) / 5, None)
+    assert 0 < sum(firsts.values()) < 5  # both orders occur
+    shown = [p for p in prompts if "Assistant As Answer" in p]
+    assert len(shown) == 5 and sum(p.index("GOOD one") < p.index("weak one") for p in shown if "GOOD one" in p) == firsts["p1"]
+    assert f"| pairwise | 5 | {100 * pair.metrics['accuracy']:.1f} [" in (tmp_path / "run" / "rubric-eval" / "table.md").read_text()

@@ -130,8 +130,33 @@ def test_consistency_spec_values():
     assert pairwise_consistency(["The policy reduced emissions by 20 percent.",
                                  "The policy reduced emissions, but costs rose.",
                                  "Costs rose sharply for households."]) == pytest.approx(0.247685, abs=1e-6)
-    assert pairwise_consistency(["only one", "  "]) is None
+    # an unanswered rollout agrees with none: its pairs count 0 among all K(K-1)/2
+    assert pairwise_consistency(["only one", "  "]) == 0.0
+    assert pairwise_consistency(["the policy reduced emissions", "the policy reduced emissions", ""]) == pytest.approx(1 / 3)
+    assert pairwise_consistency(["", ""]) == 0.0 and pairwise_consistency(["alone"]) is None
     assert pairwise_consistency(["政策减少了排放", "政策减少了排放"]) == pytest.approx(1.0)
+
+
+def test_each_selection_is_credited_from_its_own_querys_rollouts(tmp_path):
+    """Per-query credit (audit, SCORE §3.4 with Alg. 2): two valid selections, one followed by agreeing conclusions
+    (C = 1), one by disagreeing ones with an unanswered rollout (C = 0); an invalid third earns 0. Â_e,i = C_i − b_0,
+    and b_1 = 0.3 · mean C over the valid ones."""
+    from types import SimpleNamespace
+
+    from rubricforge.training.score import ScoreLoop, StepRecord
+
+    cfg = Config.model_validate({"run_dir": str(tmp_path / "run"), "score": {"harness_every": 100}})
+    loop = ScoreLoop(cfg, SimpleNamespace(cfg=cfg.llm), None)  # no LLM call at a step without a harness refresh
+    chosen = {"weights": {"factuality": 1.0}, "primary": ["factuality"]}
+    loop.current = StepRecord(1, selections={"a": chosen, "b": chosen, "c": None}, answers={
+        "a": ["Tides follow the Moon.", "Tides follow the Moon."], "b": ["Volcanoes erupt from pressure.", ""],
+        "c": ["Anything.", "Anything."]})
+    advantages, metrics = loop.finish(None, ["a", "b", "c"])
+    assert advantages == pytest.approx([1.0, 0.0, 0.0])
+    assert metrics["score/r_eval"] == pytest.approx(0.5) and loop.baseline.value == pytest.approx(0.15)
+    loop.current = StepRecord(2, selections={"a": chosen, "b": chosen, "c": None}, answers={
+        "a": ["Same.", "Same."], "b": ["Same.", "Same."], "c": []})
+    assert loop.finish(None, ["a", "b", "c"])[0] == pytest.approx([0.85, 0.85, -0.15])
 
 
 def test_ema_spec_values():

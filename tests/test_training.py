@@ -86,6 +86,84 @@ def test_every_preset_and_loss_is_a_valid_grpo_config(tmp_path):
             assert GRPOConfig(**args).num_generations == args["num_generations"]
 
 
+def test_self_play_methods_bring_their_papers_settings(tmp_path):
+    from trl import GRPOConfig
+
+    from rubricforge.training.grpo import paper_args, trl_config
+    from rubricforge.training.presets import method_args
+
+    hote = method_args("hote", "paper")
+    assert (hote["learning_rate"], hote["max_tool_calling_iterations"], hote["max_completion_length"], hote["loss_type"],
+            hote["temperature"]) == (5e-7, 10, 16384, "dapo", 1.0)
+    assert "max_completion_length" not in method_args("hote", "cpu")  # the smaller presets keep their sizes
+    cpu = Config.model_validate({"train": {"preset": "cpu"}})  # as load_config builds it: only what was given is set
+    assert grpo_args(cpu, "hote", **paper_args(cpu, "hote"))["max_tool_calling_iterations"] == 10
+    mine = Config.model_validate({"train": {"preset": "cpu", "max_tool_turns": 4, "loss": "gspo"}})
+    args = grpo_args(mine, "hote", **paper_args(mine, "hote"))  # what the config names itself wins
+    assert (args["max_tool_calling_iterations"], args["importance_sampling_level"]) == (4, "sequence")
+    # SCORE at the paper's size: 64 queries x 8 rollouts, 2 optimiser steps per batch, evaluator rows split evenly
+    score = trl_config(GRPOConfig, {**preset_args("paper"), **method_args("score", "paper"), "use_cpu": True,
+                                    "bf16": False, "output_dir": str(tmp_path)})
+    queries = score.generation_batch_size // score.num_generations
+    assert (queries, score.max_completion_length, score.max_tool_calling_iterations, score.warmup_steps) == (64, 4096, 10, 5)
+    assert score.steps_per_generation // score.gradient_accumulation_steps == 2
+    assert (score.generation_batch_size + queries) % score.steps_per_generation == 0
+
+
+def test_search_rl_trains_on_mean_only_advantages():
+    from trl import GRPOConfig
+
+    from rubricforge.training.grpo import reward_args, trl_config
+
+    cfg = derive(Config(), "train.preset=cpu", "train.reward=search_rl", "train.output_dir=/tmp/unused")
+    assert trl_config(GRPOConfig, grpo_args(cfg, **reward_args("search_rl"))).scale_rewards == "none"  # MindDR Eq. 2
+    assert trl_config(GRPOConfig, grpo_args(cfg, **reward_args("composite"))).scale_rewards == "group"
+    mine = derive(cfg, "train.grpo_args={scale_rewards: batch}")
+    assert trl_config(GRPOConfig, grpo_args(mine, **reward_args("search_rl"))).scale_rewards == "batch"
+
+
+def test_report_rl_keeps_its_prompts_and_trains_without_tools(tmp_path):
+    from rubricforge.training.grpo import build_grpo
+
+    with pytest.raises(UserError, match="Report-RL, which trains without tools") as err:
+        build_grpo(derive(Config(), "train.reward=report", "evolve.modes=no_tool"), DATA, "unused")
+    assert "leave evolve.modes at its default" in err.value.fix
+
+
+def test_a_step_is_a_generation_batch_not_an_optimiser_step():
+    from rubricforge.training.adaptive import generation_step
+
+    # the paper preset on one GPU: 64 rollouts per batch, 4 per optimiser step -> 16 optimiser steps per HOTE step
+    assert [generation_step(g, 1, 16) for g in (0, 15, 16, 9599, 9600)] == [1, 1, 2, 600, 601]
+    assert [generation_step(g, 2, 4) for g in (0, 1, 2)] == [1, 1, 2]  # 2 micro-batches per optimiser step
+    assert generation_step(3, 1, 1, num_iterations=2) == 2  # each batch trained twice
+
+
+def test_judge_cost_before_the_first_step_and_the_budget_stop(tmp_path):
+    """Issue 26 item 5: the judge's calls, tokens and dollars per step and per run, from the rubric counts and the
+    batch; over llm.max_cost_usd, `train grpo` stops with one line before the model loads."""
+    from rubricforge.training.cost import grpo_cost
+    from rubricforge.training.grpo import build_grpo
+
+    rows = training_rows(DATA, [])
+    rubrics = sum(len(r["rubrics"]) for r in rows) / len(rows)
+    priced = {"backend": "litellm", "model": "openai/gpt-4o-mini", "max_tokens": 100}
+    cfg = Config.model_validate({"llm": {"judge": priced}, "train": {"preset": "cpu"}})
+    cost = grpo_cost(cfg, rows, 8, 8, 140, 1000)
+    assert cost.calls == 64 * rubrics and cost.completion_tokens == 64 * rubrics * 100
+    assert 64 * rubrics * 1000 < cost.prompt_tokens < 64 * rubrics * 2000  # each call reads a whole response
+    assert cost.usd == pytest.approx(140 * (cost.prompt_tokens * 0.15e-6 + cost.completion_tokens * 0.6e-6))
+    assert cost.line().startswith(f"judge openai/gpt-4o-mini: at most {64 * rubrics:,.0f} calls")
+    evolving = Config.model_validate({**cfg.model_dump(), "evolve": {"rubrics": "evolving"}})
+    assert grpo_cost(evolving, rows, 8, 8, 140, 1000).calls == 64 * (rubrics + 5) + 8  # + active rubrics, updates
+    assert grpo_cost(Config(), rows, 8, 8, 140, 1000).usd is None  # the embedded judge has no price
+    assert grpo_cost(derive(cfg, "train.reward=format"), rows, 8, 8, 140, 1000).calls == 0
+
+    capped = derive(cfg, "llm.max_cost_usd=0.01", "train.grpo_args={max_steps: 30, max_completion_length: 4096}")
+    with pytest.raises(UserError, match=r"the judge may cost up to \$[0-9.]+ over 30 steps .* llm.max_cost_usd = \$0.01"):
+        build_grpo(capped, DATA, str(tmp_path / "no-model-needed"))
+
+
 def test_gpu_presets_say_so_without_a_gpu():
     import torch
 

@@ -5,7 +5,8 @@ Over pairs i with Δ_i = S(r_acc^i) − S(r_rej^i):
 * preference accuracy (Eq. 6) = (1/N) Σ 𝕀[Δ_i > 0] — strict: a tie counts as wrong (the paper calls it AUC,
   which would count a tie ½; ties are reported separately);
 * paired Cohen's d (Eq. 7) = mean(Δ) / sd(Δ) with the sample sd (ddof = 1; the paper's "Var" is unspecified);
-  undefined (None) for fewer than two pairs or sd = 0;
+  undefined (None) for fewer than two pairs or sd = 0 up to floating-point noise (sd ≤ 1e-9 · max |Δ|: equal
+  gaps 0.2, 0.2, 0.2 computed as score differences have a rounding sd of order 1e-17, which made d of order 1e15);
 * a percentile bootstrap confidence interval for both (pairs resampled with replacement, seeded).
 
 Pairs with an unscored side are left out of N and counted as unscored.
@@ -19,6 +20,8 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+SPREAD_TOLERANCE = 1e-9  # relative to the largest |Δ|: a smaller sd is rounding noise of equal gaps
+
 
 def preference_accuracy(deltas: Sequence[float]) -> float | None:
     """Eq. 6: the share of pairs whose chosen report scores strictly higher."""
@@ -26,12 +29,12 @@ def preference_accuracy(deltas: Sequence[float]) -> float | None:
 
 
 def paired_cohens_d(deltas: Sequence[float], ddof: int = 1) -> float | None:
-    """Eq. 7: mean(Δ) / sd(Δ), sample sd by default."""
+    """Eq. 7: mean(Δ) / sd(Δ), sample sd by default; None when the gaps do not spread (beyond rounding)."""
     if len(deltas) <= ddof:
         return None
     mean = statistics.fmean(deltas)
     sd = math.sqrt(sum((d - mean) ** 2 for d in deltas) / (len(deltas) - ddof))
-    return mean / sd if sd > 0 else None
+    return mean / sd if sd > SPREAD_TOLERANCE * max(abs(d) for d in deltas) else None
 
 
 def bootstrap_ci(deltas: Sequence[float], stat: Callable[[Sequence[float]], float | None], n_boot: int = 1000,

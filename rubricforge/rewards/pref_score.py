@@ -93,3 +93,44 @@ def preference_reward(s_chosen: float | None, s_rejected: float | None) -> int |
     if s_chosen is None or s_rejected is None:
         return None
     return 1 if s_chosen > s_rejected else -1
+
+
+# ---------------------------------------------------------------- Table 1's judge baselines (App. C.11, C.12)
+
+_VERDICT = re.compile(r"\[\[\s*(A|B|\d+)\s*\]\]")
+
+
+class Verdict(TextAnswer):
+    """C.11's / C.12's answer: the last ``[[A]]`` / ``[[B]]`` or ``[[score]]`` in the text (the explanation may
+    come first)."""
+
+    FORMAT = '"[[A]]" or "[[B]]" (pairwise), "[[score]]" with a score from 1 to 10 (pointwise)'
+    verdict: str
+
+    @classmethod
+    def from_text(cls, text: str) -> Verdict:
+        found = _VERDICT.findall(text)
+        if not found:
+            raise ValueError("no [[...]] verdict in the answer")
+        if found[-1].isdigit() and not 1 <= int(found[-1]) <= 10:
+            raise ValueError(f"score {found[-1]} is outside 1-10")
+        return cls(verdict=found[-1])
+
+
+async def pointwise_score(judge: Judge, query: str, report: str, stage: str = "pref_pointwise") -> float | None:
+    """Seed 004's pointwise baseline (C.12): the judge's 1–10 score of the report alone, as (v − 1)/9."""
+    got = await judge.ask("pref_pointwise", Verdict, stage=stage, question=query, answer=report)
+    if got is None or not got.verdict.isdigit():
+        return None
+    return (int(got.verdict) - 1) / 9
+
+
+async def pairwise_preference(judge: Judge, query: str, chosen: str, rejected: str, chosen_first: bool,
+                              stage: str = "pref_pairwise") -> tuple[float, float] | None:
+    """Seed 004's pairwise baseline (C.11): both reports in one call, the chosen one as assistant A when
+    ``chosen_first``; (1, 0) when the judge prefers the chosen report, (0, 1) otherwise, None when unscored."""
+    a, b = (chosen, rejected) if chosen_first else (rejected, chosen)
+    got = await judge.ask("pref_pairwise", Verdict, stage=stage, question=query, answer_a=a, answer_b=b)
+    if got is None or got.verdict not in ("A", "B"):
+        return None
+    return (1.0, 0.0) if (got.verdict == "A") == chosen_first else (0.0, 1.0)

@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel
 
@@ -67,24 +67,27 @@ def extract_conclusion(answer: str, words: int = CONCLUSION_WORDS) -> str:
 
 
 def pairwise_consistency(conclusions: Sequence[str]) -> float | None:
-    """SCORE §3.5 / Alg. 2 l.6 / App. E: C_i = (2 / (K(K−1))) Σ_{a<b} cos(tfidf(c_a), tfidf(c_b)), TF-IDF fitted on
-    the K conclusions of the query (scikit-learn defaults; character 2–3-grams for CJK text). None when fewer than
-    two conclusions are non-empty."""
+    """SCORE §3.5 / Alg. 2 l.6 / App. E–F: C_i = (2 / (K(K−1))) Σ_{a<b} cos(tfidf(c_a), tfidf(c_b)) over all K(K−1)/2
+    pairs of the query's K conclusions, TF-IDF fitted on its non-empty conclusions (scikit-learn defaults;
+    character 2–3-grams for CJK text). An empty conclusion (an unanswered rollout) agrees with none: its pairs
+    count 0. None for fewer than two rollouts."""
     with needs("train"):
         from sklearn.feature_extraction.text import TfidfVectorizer
 
+    if len(conclusions) < 2:
+        return None
+    pairs = len(conclusions) * (len(conclusions) - 1) / 2
     texts = [c for c in conclusions if c.strip()]
     if len(texts) < 2:
-        return None
+        return 0.0
     cjk = any(_CJK.search(t) for t in texts)
     vectorizer = TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 3)) if cjk else TfidfVectorizer()
     try:
         matrix = vectorizer.fit_transform(texts)
-    except ValueError:  # no token at all (punctuation only)
-        return None
+    except ValueError:  # no token at all (punctuation only): nothing to agree on
+        return 0.0
     sims = (matrix @ matrix.T).toarray()  # rows are L2-normalised: the dot product is the cosine
-    pairs = [float(sims[a, b]) for a, b in combinations(range(len(texts)), 2)]
-    return sum(pairs) / len(pairs)
+    return sum(float(sims[a, b]) for a, b in combinations(range(len(texts)), 2)) / pairs
 
 
 @dataclass
@@ -160,7 +163,15 @@ def _process_lines(process: Mapping[str, Any]) -> str:
     return "\n".join(f"- {line}" for line in lines)
 
 
-async def assess(judge: Judge, toolbox: ToolBox | None, query: str, reports: Sequence[str],
+class Assessor(Protocol):
+    """What :func:`assess` asks: a :class:`~rubricforge.rewards.judging.Judge`, or the policy itself (SCORE's
+    shared actor, ``training.score.PolicyAssessor``)."""
+
+    async def ask_messages(self, messages: list[dict[str, str]], output: type[Any], *, stage: str,
+                           seed: int | None = None) -> Any: ...
+
+
+async def assess(judge: Assessor, toolbox: ToolBox | None, query: str, reports: Sequence[str],
                  weights: Mapping[str, float], primary: Sequence[str], process: Mapping[str, Any], notes: str = "",
                  max_turns: int = 6, report_words: int = 900) -> Assessment | None:
     """SCORE §3.4 / Listing 4 (stages 2–4, dimensions fixed by the selection): the evaluator searches the corpus

@@ -11,9 +11,15 @@
   TRL's per-example environments (``environment_factory`` as a dict, the row's ``environment`` field). A GRPO
   group shares its mode. Schedule ``hote``: ``no_tool_steps`` no-tool steps, then ``tool_share`` of each step's
   prompts in tool mode, drawn from a seeded permutation of the step's tasks (identical on every process).
+* **DAPO's dynamic sampling** (``evolve.dynamic_sampling``; MindDR §5.3 trains Report-RL with DAPO): groups whose
+  rollouts all earned the same reward are masked out of the loss (:func:`drop_flat_groups`).
 * **MindDR Search-RL** (§5.2): with ``train.reward=search_rl`` the coefficient scheduler is updated from each
   step's batch metrics (its λ apply from the next batch); with ``evolve.difficulty_sampling`` the rows'
   ``difficulty`` bins are drawn by weights that :class:`DifficultyWeights` moves toward the ORM-accuracy band.
+
+A "step" here is a generation batch (its prompts, rollouts and rewards: :func:`generation_step`), as in the
+papers, not one of TRL's optimiser steps, of which a batch makes ``steps_per_generation`` /
+``gradient_accumulation_steps``: ``no_tool_steps``, ``difficulty_every`` and the coefficient scheduler count batches.
 
 Everything is logged through TRL's metrics (``evolve/*``, ``search_rl/*``, ``difficulty/*``) and saved each
 step to ``<run_dir>/evolve/state.json`` and into every checkpoint (``rubricforge_adaptive.json``), from which
@@ -360,9 +366,35 @@ def _run(trainer: Any, coro: Any) -> Any:
 
 # ---------------------------------------------------------------- the trainer
 
+def generation_step(global_step: int, gradient_accumulation_steps: int, steps_per_generation: int,
+                    num_iterations: int = 1) -> int:
+    """The 1-based index of the generation batch that TRL is at after ``global_step`` optimiser steps: HOTE's and
+    MindDR's "step" (one batch of prompts, its rollouts and rewards). TRL makes ``steps_per_generation ×
+    num_iterations`` micro-batches of each generation, ``gradient_accumulation_steps`` per optimiser step."""
+    micro = global_step * gradient_accumulation_steps
+    return micro // (steps_per_generation * num_iterations) + 1
+
+
+def drop_flat_groups(out: dict[str, Any], group: int) -> tuple[dict[str, Any], int, int]:
+    """DAPO's dynamic-sampling filter (Yu et al. 2025; MindDR §5.3) on a scored generation batch: a group whose
+    rewards are all equal (every advantage 0) carries no signal, so its completions are masked out of the loss
+    and out of its token count. TRL cannot refill the batch with new groups as DAPO does; the step trains on the
+    groups left. Returns the batch, the groups dropped, and the tokens removed from the loss."""
+    advantages = out["advantages"]
+    if advantages.numel() % group:
+        return out, 0, 0
+    flat = (advantages.view(-1, group) == 0).all(dim=1).repeat_interleave(group)
+    if not bool(flat.any()):
+        return out, 0, 0
+    mask = out["completion_mask"]
+    removed = int(mask[flat].sum())
+    return {**out, "completion_mask": mask * (~flat).to(mask.dtype).unsqueeze(1)}, int(flat.sum()) // group, removed
+
+
 def adaptive_trainer(hooks: StepHooks, *args: Any, difficulty_bins: Sequence[str] = (), **kwargs: Any) -> Any:
     """A GRPOTrainer that calls ``hooks`` around generation and rewards, and saves their state in checkpoints."""
     with needs("train"):
+        import torch
         from transformers import TrainerCallback
         from trl import GRPOTrainer
 
@@ -372,13 +404,23 @@ def adaptive_trainer(hooks: StepHooks, *args: Any, difficulty_bins: Sequence[str
                 hooks.save(Path(args.output_dir) / f"checkpoint-{state.global_step}" / STATE_FILE)
 
     class AdaptiveGRPOTrainer(GRPOTrainer):
+        def _step_index(self):
+            return generation_step(self.state.global_step, self.args.gradient_accumulation_steps,
+                                   self.args.steps_per_generation, self.num_iterations)
+
         def _generate_and_score_completions(self, inputs):
             if hooks.hybrid:
-                inputs = hooks.assign_modes(inputs, self.state.global_step + 1)
-            return super()._generate_and_score_completions(inputs)
+                inputs = hooks.assign_modes(inputs, self._step_index())
+            out = super()._generate_and_score_completions(inputs)
+            if hooks.cfg.evolve.dynamic_sampling:
+                out, dropped, removed = drop_flat_groups(out, self.num_generations)
+                removed_all = self.accelerator.gather(torch.tensor([removed], device=out["advantages"].device)).sum()
+                out["num_items_in_batch"] = out["num_items_in_batch"] - removed_all
+                self._metrics["train"]["dapo/dropped_groups"].append(float(dropped))
+            return out
 
         def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
-            step = self.state.global_step + 1
+            step = self._step_index()
             inputs = hooks.before_rewards(self, inputs, completions, step)
             rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
             hooks.after_rewards(self, inputs, completions, step)

@@ -5,6 +5,11 @@ The policy answers each question with the App. D system prompt, calling ``search
 per rollout, tool turns capped by ``train.max_tool_turns`` via ``max_tool_calling_iterations``; TRL masks
 the tool-result tokens out of the loss with its ``tool_mask``). Rewards are async and run concurrently on
 TRL's event loop; the scorer's memo and the LLM cache keep each judge call to one.
+
+Paper-specific defaults follow the reward: MindDR's Search-RL (``search_rl``) uses Eq. 2's mean-only advantage
+(``scale_rewards="none"``); its Report-RL rewards (``report``, ``race``, ``report_citation``, ``report_format``)
+train without tools on the rows' own prompts (``build --source report`` writes the query, and for the long form
+the retrieval data and outline, into them, §5.3 / Fig. 6). ``evolve.modes=no_tool`` loads no index either.
 """
 
 from __future__ import annotations
@@ -18,12 +23,13 @@ from rubricforge.config import Config
 from rubricforge.corpora.tools import ToolBox
 from rubricforge.errors import UserError
 from rubricforge.extras import needs
-from rubricforge.rewards.scorer import RewardScorer
+from rubricforge.rewards.scorer import NO_TOOL, REPORT, RewardScorer
 from rubricforge.training.adaptive import STATE_FILE, TOOL, StepHooks, adaptive_trainer, check_settings
+from rubricforge.training.cost import grpo_cost
 from rubricforge.training.data import training_rows
 from rubricforge.training.environment import NoToolEnvironment, environment_factory
 from rubricforge.training.model import load_tokenizer
-from rubricforge.training.presets import generation_args, preset_args, require_gpu
+from rubricforge.training.presets import generation_args, method_args, preset_args, require_gpu
 from rubricforge.training.rewards import grpo_reward
 
 
@@ -42,6 +48,28 @@ def grpo_args(cfg: Config, stage: str = "grpo", **method: Any) -> dict[str, Any]
         args["model_init_kwargs"] = {"dtype": "bfloat16"}
     require_gpu(args, f"preset '{t.preset}'", "run on a GPU machine, or use --preset cpu for a CPU smoke run")
     return args
+
+
+def paper_args(cfg: Config, method: str) -> dict[str, Any]:
+    """A self-play method's own settings (:data:`~rubricforge.training.presets.METHODS`) for ``cfg``'s preset, less
+    what the config sets itself (``train.loss``, an explicit ``train.max_tool_turns``)."""
+    t = cfg.train
+    explicit = {*(["loss"] if t.loss else []), *(["max_tool_turns"] if "max_tool_turns" in t.model_fields_set else [])}
+    return method_args(method, t.preset, explicit)
+
+
+def response_tokens(cfg: Config, method: str | None = None) -> int:
+    """The longest response the run's settings allow (``max_completion_length`` of preset < method < overrides),
+    without building a ``GRPOConfig`` (which a GPU preset cannot on CPU)."""
+    t = cfg.train
+    args = {**preset_args(t.preset, t.loss), **(paper_args(cfg, method) if method else {}), **t.grpo_args}
+    return int(args.get("max_completion_length", 256))
+
+
+def reward_args(reward: str) -> dict[str, Any]:
+    """``GRPOConfig`` arguments that a reward's paper fixes: MindDR Eq. 2's mean-only advantage for Search-RL
+    (r − mean of the group, not divided by its std)."""
+    return {"scale_rewards": "none"} if reward == "search_rl" else {}
 
 
 def trl_config(cls: type, args: dict[str, Any]) -> Any:
@@ -110,30 +138,41 @@ def build_grpo(cfg: Config, dataset: str | Path, model: str) -> GRPORun:
 
     from rubricforge.llm import LLMClient
 
-    e = cfg.evolve
-    RewardScorer.check_name(cfg.train.reward)
-    check_settings(cfg, cfg.train.reward)
-    rows = training_rows(dataset, [cfg.train.reward, *(["orm"] if e.difficulty_sampling else [])])
+    e, reward = cfg.evolve, cfg.train.reward
+    RewardScorer.check_name(reward)
+    check_settings(cfg, reward)
+    report_rl = reward in REPORT
+    if report_rl and e.modes != TOOL:
+        raise UserError(f"train.reward={reward} is MindDR's Report-RL, which trains without tools on the rows' own "
+                        f"prompts (query, retrieval data, outline); evolve.modes={e.modes} would replace them",
+                        "leave evolve.modes at its default")
+    rows = training_rows(dataset, [reward, *(["orm"] if e.difficulty_sampling else [])])
     bins = [str(r.get("difficulty") or "") for r in rows] if e.difficulty_sampling else []
     if "" in bins:
         raise UserError(f"dataset {dataset}: evolve.difficulty_sampling needs a 'difficulty' column on every example",
                         "train on the KG export (it labels easy / medium / hard), or turn difficulty sampling off")
-    args = trl_config(GRPOConfig, grpo_args(cfg))
+    args = trl_config(GRPOConfig, grpo_args(cfg, **reward_args(reward)))
+    prompts = args.generation_batch_size // args.num_generations
+    steps = args.max_steps if args.max_steps > 0 else -(-len(rows) // prompts) * int(args.num_train_epochs)
+    cost = grpo_cost(cfg, rows, prompts, args.num_generations, steps, args.max_completion_length)
+    cost.check(cfg.llm.max_cost_usd)  # before the model loads
     tokenizer = load_tokenizer(model, cfg.train.chat_template)
     client = LLMClient(cfg.llm)
     scorer = RewardScorer(cfg, client)
-    hooks = StepHooks(cfg, scorer, client, cfg.train.reward, bins)  # checks the evolve settings first
-    toolbox = ToolBox.from_config(cfg)
-    environments: Any = environment_factory(toolbox)
+    hooks = StepHooks(cfg, scorer, client, reward, bins)  # checks the evolve settings first
+    # tools unless every rollout runs without them: Report-RL (MindDR §5.3), or HOTE's no-tool mode throughout
+    toolbox = None if report_rl or e.modes == NO_TOOL else ToolBox.from_config(cfg)
+    environments: Any = environment_factory(toolbox) if toolbox is not None else None
     if hooks.hybrid:  # TRL's per-example environments: the row's `environment` picks one (set per step)
-        environments = {TOOL: environments, "no_tool": NoToolEnvironment}
-        rows = [{**r, "tool_prompt": r["prompt"], "environment": TOOL} for r in rows]
+        environments = {**({TOOL: environments} if toolbox is not None else {}), NO_TOOL: NoToolEnvironment}
+        rows = [{**r, "tool_prompt": r["prompt"], "environment": TOOL if toolbox is not None else NO_TOOL} for r in rows]
     try:
-        trainer = adaptive_trainer(hooks, model=model, reward_funcs=[grpo_reward(scorer, cfg.train.reward)],
+        trainer = adaptive_trainer(hooks, model=model, reward_funcs=[grpo_reward(scorer, reward)],
                                    args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
                                    environment_factory=environments, difficulty_bins=bins)
     except BaseException:
-        toolbox.close()
+        if toolbox is not None:
+            toolbox.close()
         raise
-    note = hooks.judge_calls_per_step(rows, args.generation_batch_size // args.num_generations, args.num_generations)
+    note = "\n".join(filter(None, [hooks.judge_calls_per_step(rows, prompts, args.num_generations), cost.line()]))
     return GRPORun(trainer, toolbox, client, Path(args.output_dir), hooks, note)

@@ -1,15 +1,18 @@
 """`rubricforge train hote`: HOTE's self-play driver (§2.2–2.3, Algorithm 1; docs/methods.md H-5–H-7).
 
-Per step t: the batch S is B real tasks at step 1, later the synthetic tasks proposed at t−1 plus real tasks
-to fill B (B/2 each; an invalid proposal's slot goes to a real task). Modes (``evolve.modes``): real tasks by a
-seeded permutation, synthetic tasks per proposer group. The **solver** rolls out G times per task; its
-reward function updates each task's active rubrics from the G responses (Eq. 3), scores them with
-persistent ∪ active (Eq. 2, one binary judge call per rubric and response), records the judgments J and
-prunes. Then the **proposer** is updated on the proposals of t−1 with Eq. 5 from those synthetic tasks' J;
-then N pairwise-distinct combinations of S each get meta rubrics from the judge (Eq. 4) and G′ proposals
-from the proposer. A valid proposal (non-empty, ≤ ``hote.max_task_words`` words, no 13-gram shared with a
-training or benchmark query: the quality gate's :class:`~rubricforge.pipelines.quality.decontam.Decontaminator`)
-becomes a synthetic task whose persistent rubrics are its group's meta rubrics; an invalid one gets r^p = 0.
+Per step t: the batch S is B real tasks at step 1, later the synthetic tasks proposed at t−1 plus real tasks to
+fill B (B/2 each; an invalid proposal's slot goes to a real task). Modes (``evolve.modes``): real tasks by a
+seeded permutation, synthetic tasks per proposer group. The **solver** rolls out G times per task; its reward
+function updates each task's active rubrics from the G responses (Eq. 3), scores them with persistent ∪ active
+(Eq. 2, one binary judge call per rubric and response), records the judgments J and each task's weaknesses (the
+input of Eq. 4, taken before anything is retired). Only the judge retires an active rubric (its update's
+``delete_ids``, as in HOTE); ``hote.retire=spread`` adds DR Tulu's pruning (zero spread over the group, cap
+``evolve.max_active``), which HOTE does not have. Then the **proposer** is updated on the proposals of t−1 with
+Eq. 5 from those synthetic tasks' J; then N pairwise-distinct combinations of S each get meta rubrics from the
+judge (Eq. 4) and G′ proposals from the proposer. A valid proposal (non-empty, ≤ ``hote.max_task_words`` words, no
+13-gram shared with a training or benchmark query: the quality gate's
+:class:`~rubricforge.pipelines.quality.decontam.Decontaminator`) becomes a synthetic task whose persistent rubrics
+are its group's meta rubrics; an invalid one gets r^p = 0.
 
 Both policies train with TRL's GRPOTrainer (:func:`~rubricforge.training.grpo.grpo_args`: preset, loss,
 generation backend), each in its own thread running its own ``train()``; the driver hands each trainer one
@@ -52,10 +55,12 @@ from rubricforge.rewards.rubric_reward import criteria_from
 from rubricforge.rewards.scorer import NO_TOOL
 from rubricforge.rewards.trajectory import parse_trajectory
 from rubricforge.rubric_gen.bank import BankSettings, RubricBank, RubricItem, TaskRubrics, prune
-from rubricforge.rubric_gen.meta_rubrics import combinations, meta_rubrics, proposer_messages, weaknesses
+from rubricforge.rubric_gen.meta_rubrics import Weakness, combinations, meta_rubrics, proposer_messages, weaknesses
 from rubricforge.rundir import atomic_write_json
 from rubricforge.training.adaptive import TOOL, no_tool_prompt, step_modes
+from rubricforge.training.cost import hote_cost
 from rubricforge.training.data import agent_prompt, training_rows
+from rubricforge.training.grpo import response_tokens
 
 log = logging.getLogger(__name__)
 STATE = "state.json"
@@ -208,6 +213,8 @@ class HoteRun:
             raise UserError(f"dataset {dataset} has {len(self.real)} tasks, hote.batch_size is {h.batch_size}",
                             "lower hote.batch_size or train on a larger dataset")
         self.validity = TaskValidity(cfg, [(k, str(r["question"])) for k, r in self.real.items()])
+        self.cost = hote_cost(cfg, rows, response_tokens(cfg, "hote"))
+        self.cost.check(cfg.llm.max_cost_usd)
         e = cfg.evolve
         self.bank = RubricBank(BankSettings(e.pos_weight, e.neg_weight, e.max_active, e.max_new, e.answer_words,
                                             e.dedup_cosine, e.role))
@@ -219,7 +226,7 @@ class HoteRun:
         self.generation: list[Any] | None = None  # the proposer's generation for ``pending`` (token ids)
         self.calls: Counter[str] = Counter()
         self.judgments: dict[str, dict[str, list[int | None]]] = {}  # task -> rubric -> J over the G responses
-        self.responses: dict[str, list[str]] = {}
+        self.weak: dict[str, list[Weakness]] = {}  # task -> its weaknesses this step (Eq. 4's A, compressed)
         self.rewards: dict[str, list[float | None]] = {}  # task -> Eq. 2 of its G responses
         self._embedder: Any = None
         self.solver_worker, self.proposer_worker = Worker("solver"), Worker("proposer")
@@ -252,10 +259,10 @@ class HoteRun:
         with needs("train"):
             from trl import GRPOConfig
 
-        from rubricforge.training.grpo import grpo_args, trl_config
+        from rubricforge.training.grpo import grpo_args, paper_args, trl_config
 
         h = self.cfg.hote
-        args = {**grpo_args(self.cfg), **(h.proposer_grpo_args if role == "proposer" else {}),
+        args = {**grpo_args(self.cfg, "hote", **paper_args(self.cfg, "hote")), **(h.proposer_grpo_args if role == "proposer" else {}),
                 "num_generations": group, "generation_batch_size": prompts * group, "output_dir": str(self.dir / role),
                 "ignore_data_skip": True, "save_strategy": "steps"}
         probe = trl_config(GRPOConfig, {**args, "max_steps": 1})
@@ -308,7 +315,8 @@ class HoteRun:
 
     async def _solver_reward(self, prompts: list[Any], completions: list[Any], task_id: list[str],
                              **kwargs: Any) -> list[float | None]:
-        """Eq. 3 update per task from its G responses, Eq. 2 per response over persistent ∪ active, prune."""
+        """Eq. 3 update per task from its G responses, Eq. 2 per response over persistent ∪ active, the weaknesses
+        (Eq. 4's assessment), then DR Tulu's pruning if ``hote.retire=spread``."""
         answers = [parse_trajectory(c).answer for c in completions]
         groups: dict[str, list[int]] = {}
         for i, tid in enumerate(task_id):
@@ -325,9 +333,12 @@ class HoteRun:
         for tid, idx in groups.items():
             tr = self.bank.tasks[tid]
             self.judgments[tid] = {r.id: [scores[i].per_rubric.get(r.id) for i in idx] for r in tr.scored()}
-            self.responses[tid] = shown[tid]
             self.rewards[tid] = [scores[i].value for i in idx]
-            prune(tr, self.judgments[tid], self.bank.settings.max_active)
+            # Eq. 4 reads the assessment of the rubrics the responses were scored with, before any pruning: a
+            # rubric that every response failed (zero spread) is exactly the weakness the proposer should see
+            self.weak[tid] = weaknesses(tr, self.judgments[tid], shown[tid])
+            if self.cfg.hote.retire == "spread":
+                prune(tr, self.judgments[tid], self.bank.settings.max_active)
         if callable(log_metric := kwargs.get("log_metric")):
             log_metric("evolve/new_positive", float(sum(len(r.positive) for r in results.values())))
             log_metric("evolve/new_negative", float(sum(len(r.negative) for r in results.values())))
@@ -390,8 +401,7 @@ class HoteRun:
 
         async def all_meta():
             return await asyncio.gather(*(meta_rubrics(
-                self.client, [(queries[tid], weaknesses(self.bank.tasks[tid], self.judgments.get(tid, {}),
-                                                        self.responses.get(tid, []))) for tid in combo], t, n, e.role)
+                self.client, [(queries[tid], self.weak.get(tid, [])) for tid in combo], t, n, e.role)
                 for n, combo in enumerate(combos, 1)))
 
         metas = self._on_loop(all_meta())
@@ -440,7 +450,7 @@ class HoteRun:
         self.step = t
         tasks, modes, real_ids = self.batch(t)
         record = StepRecord(t, real_ids, [s["id"] for s in self.synthetic], modes)
-        self.judgments, self.responses, self.rewards = {}, {}, {}
+        self.judgments, self.weak, self.rewards = {}, {}, {}
         self.solver_worker.send({"rows": self._rows(tasks, modes, self.cfg.hote.group)})
         self.solver_worker.wait("ready")
         record.rewards = dict(self.rewards)

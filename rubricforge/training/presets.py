@@ -16,6 +16,7 @@ Loss types (``train.loss``): ``grpo`` (the paper's: token-level ratios, per-sequ
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from rubricforge.errors import UserError
@@ -36,6 +37,21 @@ PRESETS: dict[str, dict[str, Any]] = {
                 max_completion_length=256, bf16=False, use_cpu=True, activation_checkpointing=False, max_steps=1,
                 save_strategy="no", report_to="none"),
 }
+# The self-play papers' own settings, applied by `train hote` / `train score` over the preset (train.grpo_args still
+# wins): (the algorithm's, whatever the preset; the paper's sizes, with preset `paper` only, since the smaller
+# presets exist to shrink them). HOTE §3.2 (DR Tulu's values): lr 5e-7, at most 10 tool uses, temperature 1,
+# responses of 16,384 tokens, Eq. 1's token-level loss (DAPO's aggregation, without its clip-higher). SCORE App. G
+# Table 2: lr 1e-6, at most 10 assistant turns; 64 queries x 8 rollouts, PPO mini-batch 32 queries (two optimiser
+# steps per batch on one GPU: 8 rollouts x 32 accumulated), responses of 4,096 tokens, 5 warm-up steps.
+METHODS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "hote": (dict(learning_rate=5e-7, max_tool_calling_iterations=10, temperature=1.0, loss_type="dapo",
+                  importance_sampling_level="token"),
+             dict(max_completion_length=16384)),
+    "score": (dict(learning_rate=1e-6, max_tool_calling_iterations=10),
+              dict(num_generations=8, generation_batch_size=512, per_device_train_batch_size=8,
+                   gradient_accumulation_steps=32, max_completion_length=4096, warmup_steps=5,
+                   lr_scheduler_type="constant_with_warmup")),
+}
 LOSSES: dict[str, dict[str, Any]] = {
     "grpo": dict(loss_type="grpo", importance_sampling_level="token"),
     "dapo": dict(loss_type="dapo", importance_sampling_level="token", epsilon_high=0.28),
@@ -51,6 +67,18 @@ def preset_args(preset: str, loss: str | None = None) -> dict[str, Any]:
     if loss not in LOSSES:
         raise UserError(f"unknown loss type '{loss}'", f"use one of: {', '.join(LOSSES)}")
     return {**PRESETS[preset], **LOSSES[loss]}
+
+
+def method_args(method: str, preset: str, explicit: Collection[str] = ()) -> dict[str, Any]:
+    """``METHODS[method]``'s ``GRPOConfig`` arguments for ``preset``, less those the config sets itself
+    (``explicit``: ``loss`` -> the loss type, ``max_tool_turns`` -> the tool-call cap)."""
+    algorithm, sizes = METHODS[method]
+    out = {**algorithm, **(sizes if preset == "paper" else {})}
+    if "loss" in explicit:
+        out = {k: v for k, v in out.items() if k not in ("loss_type", "importance_sampling_level")}
+    if "max_tool_turns" in explicit:
+        out.pop("max_tool_calling_iterations", None)
+    return out
 
 
 def require_gpu(args: dict[str, Any], what: str, fix: str) -> None:

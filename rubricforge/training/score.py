@@ -9,10 +9,12 @@ One policy plays both roles. Each step (one TRL generation batch of B queries ×
 2. **Writer** (Alg. 1 l.15–17): TRL's GRPO rollouts with the tools, the selected rubric appended to the request.
 3. **Evaluator assesses** (l.20–23): one search-assisted assessment per query scores its K reports by the
    ``score.evaluator_role`` model; R_s = a(r)(1 + Σ w s) with the reward verifier (depth < τ_s ⇒ 0 or None).
-4. **Consistency** (Alg. 2): C_i over the K conclusions, R_eval = mean over valid selections, Â_e = R_eval − b_{t−1},
-   b_t = β b_{t−1} + (1 − β) R_eval.
+4. **Consistency** (Alg. 2): C_i over all K(K−1)/2 pairs of the query's K conclusions (an unanswered rollout agrees
+   with none), R_eval = mean C_i over valid selections, b_t = β b_{t−1} + (1 − β) R_eval. Each selection is credited
+   from its own query: Â_e,i = C_i − b_{t−1} (Alg. 1 samples one rubric per step, for which the two agree; with a
+   selection per query, §3.4, the batch mean would give every selection the same advantage).
 5. **Shared update** (§3.6, Prop. 2's single combined loss): the B selection samples join the generation batch as
-   extra rows with advantage α·Â_e (α·(0 − b_{t−1}) for an invalid one), so one GRPO step trains the writer on
+   extra rows with advantage α·Â_e,i (α·(0 − b_{t−1}) for an invalid one), so one GRPO step trains the writer on
    group-normalised R_s and the evaluator by REINFORCE (on-policy, the clipped ratio is 1), both with TRL's k3 KL
    at β = ``score.kl`` (0.05) in the loss, never in the reward.
 6. **Scheduler and harness** (l.34–39): UpdateStats with the step's dimensions and R_eval; every M steps the
@@ -20,9 +22,9 @@ One policy plays both roles. Each step (one TRL generation batch of B queries ×
 
 Everything the next step's inputs depend on (pool, scheduler, harness, baseline, recent statistics) is written to
 ``<run_dir>/score/state.json`` after every step and into every checkpoint, so ``--resume-from`` continues with
-identical inputs. The assessment runs on a configured LLM role, not on the training weights (the paper's
-evaluator assesses with the shared actor; only its rubric selection is trained, which is what runs here on the
-policy): point ``llm.judge`` at a server of the policy, or at a stronger fixed judge.
+identical inputs. The assessment runs on the configured LLM role ``score.evaluator_role`` (a stronger fixed
+judge), or with ``score.assessor=policy`` on the training weights themselves (:class:`PolicyAssessor`): the
+paper's shared actor, which assesses with its current weights while only its rubric selection is trained.
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ class ScoreLoop:
     def __init__(self, cfg: Config, client: Any, toolbox: ToolBox | None):
         s = cfg.score
         self.cfg, self.client, self.toolbox = cfg, client, toolbox
-        self.judge = Judge(client, s.evaluator_role)
+        self.judge: Judge | PolicyAssessor = Judge(client, s.evaluator_role)  # the policy's with score.assessor=policy
         self.scheduler = DimensionScheduler()
         self.harness = Harness()
         self.baseline = EmaBaseline(s.ema_beta)
@@ -163,9 +165,11 @@ class ScoreLoop:
         signal = [c for tid in valid if (c := consistency[tid]) is not None]
         previous = self.baseline.value
         r_eval = statistics.fmean(signal) if signal else None
-        advantage = self.baseline.advantage(r_eval) if r_eval is not None else 0.0
+        advantage = self.baseline.advantage(r_eval) if r_eval is not None else 0.0  # b_t from the batch (Alg. 2)
         alpha = self.cfg.score.alpha
-        advantages = [alpha * (advantage if tid in valid else -previous) for tid in query_ids]
+        # each selection is credited from its own query's rollouts: α(C_i − b_{t−1}); an invalid one: α(0 − b_{t−1})
+        advantages = [alpha * ((consistency[tid] or 0.0) if tid in valid else 0.0) - alpha * previous
+                      for tid in query_ids]
         scored = [r for r in rec.rewards if r is not None]
         reward_mean = statistics.fmean(scored) if scored else None
         if r_eval is not None:
@@ -220,6 +224,42 @@ class ScoreLoop:
         return (f"SCORE: {prompts_per_step} assessments per step, each 1 + up to {s.max_search_turns - 1} search turns "
                 f"({prompts_per_step}-{prompts_per_step * s.max_search_turns} evaluator calls), plus 1 harness call "
                 f"every {s.harness_every} steps")
+
+
+class PolicyAssessor:
+    """The shared actor as the evaluator's assessor (SCORE §3.4–3.6: one policy selects the rubric *and* assesses
+    the reports): :meth:`ask_messages` answers an assessment turn with the training weights (chat template,
+    sampling at ``score.temperature``, at most ``score.assess_tokens`` tokens, no gradient), reading the answer as
+    ``output.from_text``; an unreadable answer is re-asked with the reason once, then unscored (None). Only the
+    selection is trained (REINFORCE), as in the paper; the assessment reads the current weights."""
+
+    def __init__(self, model: Any, tokenizer: Any, temperature: float, max_tokens: int):
+        self.model, self.tokenizer, self.temperature, self.max_tokens = model, tokenizer, temperature, max_tokens
+        self.calls = 0
+
+    def _generate(self, messages: list[dict[str, str]]) -> str:
+        with needs("train"):
+            import torch
+
+        ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt",
+                                                 return_dict=True).to(self.model.device)
+        with torch.no_grad():
+            out = self.model.generate(**ids, max_new_tokens=self.max_tokens, do_sample=True,
+                                      temperature=self.temperature)
+        return self.tokenizer.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True)
+
+    async def ask_messages(self, messages: list[dict[str, str]], output: type[Any], *, stage: str,
+                           seed: int | None = None) -> Any:
+        for _ in range(2):
+            self.calls += 1
+            text = self._generate(messages)
+            try:
+                return output.from_text(text)
+            except ValueError as exc:
+                messages = [*messages, {"role": "assistant", "content": text},
+                            {"role": "user", "content": f"That answer could not be read ({exc}). Answer in the format: "
+                                                        f"{output.FORMAT}"}]
+        return None
 
 
 # ---------------------------------------------------------------- the trainer
@@ -350,22 +390,16 @@ def score_reward(loop: ScoreLoop) -> Any:
     return score_report
 
 
-def build_score(cfg: Config, dataset: str | Path, model: str) -> Any:
-    """Check the dataset, model, settings and index, then build the SCORE trainer (a :class:`GRPORun`)."""
+def score_args(cfg: Config) -> Any:
+    """The ``GRPOConfig``: preset < SCORE's own settings (App. G Table 2, :func:`~rubricforge.training.grpo.paper_args`)
+    < its KL and temperature < ``train.grpo_args``; the evaluator rows must split evenly into the micro-batches."""
     with needs("train"):
-        from datasets import Dataset
         from trl import GRPOConfig
 
-    from rubricforge.llm import LLMClient
-    from rubricforge.training.data import training_rows
-    from rubricforge.training.environment import environment_factory
-    from rubricforge.training.grpo import GRPORun, grpo_args, trl_config
-    from rubricforge.training.model import load_tokenizer
+    from rubricforge.training.grpo import grpo_args, paper_args, trl_config
 
-    for role in (cfg.score.evaluator_role, cfg.score.harness_role):
-        cfg.llm.role(role)  # an unknown role fails now, not at step 1 or M
-    rows = training_rows(dataset, [])
-    args = trl_config(GRPOConfig, grpo_args(cfg, "score", beta=cfg.score.kl, temperature=cfg.score.temperature))
+    s = cfg.score
+    args = trl_config(GRPOConfig, grpo_args(cfg, "score", **paper_args(cfg, "score"), beta=s.kl, temperature=s.temperature))
     prompts = args.generation_batch_size // args.num_generations
     if (args.generation_batch_size + prompts) % args.steps_per_generation:
         raise UserError(f"SCORE adds {prompts} evaluator rows to each generation batch of {args.generation_batch_size}; "
@@ -373,6 +407,29 @@ def build_score(cfg: Config, dataset: str | Path, model: str) -> Any:
                         f"{args.steps_per_generation} equal micro-batches",
                         "set train.grpo_args so that generation_batch_size = per_device_train_batch_size "
                         "(one micro-batch per generation)")
+    return args
+
+
+def build_score(cfg: Config, dataset: str | Path, model: str) -> Any:
+    """Check the dataset, model, settings and index, then build the SCORE trainer (a :class:`GRPORun`)."""
+    with needs("train"):
+        from datasets import Dataset
+
+    from rubricforge.llm import LLMClient
+    from rubricforge.training.cost import score_cost
+    from rubricforge.training.data import training_rows
+    from rubricforge.training.environment import environment_factory
+    from rubricforge.training.grpo import GRPORun
+    from rubricforge.training.model import load_tokenizer
+
+    for role in (cfg.score.evaluator_role, cfg.score.harness_role):
+        cfg.llm.role(role)  # an unknown role fails now, not at step 1 or M
+    rows = training_rows(dataset, [])
+    args = score_args(cfg)
+    prompts = args.generation_batch_size // args.num_generations
+    steps = args.max_steps if args.max_steps > 0 else -(-len(rows) // prompts) * int(args.num_train_epochs)
+    cost = score_cost(cfg, rows, prompts, args.num_generations, steps, args.max_completion_length)
+    cost.check(cfg.llm.max_cost_usd)
     tokenizer = load_tokenizer(model, cfg.train.chat_template)
     client = LLMClient(cfg.llm)
     toolbox = ToolBox.from_config(cfg)
@@ -384,8 +441,10 @@ def build_score(cfg: Config, dataset: str | Path, model: str) -> Any:
     except BaseException:
         toolbox.close()
         raise
+    if cfg.score.assessor == "policy":
+        loop.judge = PolicyAssessor(trainer.model, tokenizer, cfg.score.temperature, cfg.score.assess_tokens)
     if trainer.accelerator.num_processes > 1:
         toolbox.close()
         raise UserError("train score runs on one process (its groups and evaluator rows are not gathered across "
                         "processes)", "launch it without accelerate's multi-process launcher")
-    return GRPORun(trainer, toolbox, client, Path(args.output_dir), loop, loop.judge_calls_per_step(prompts))
+    return GRPORun(trainer, toolbox, client, Path(args.output_dir), loop, f"{loop.judge_calls_per_step(prompts)}\n{cost.line()}")

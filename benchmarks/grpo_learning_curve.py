@@ -1,0 +1,191 @@
+"""Does GRPO learn on this CPU? A learning curve of the embedded 0.5B against the same run at learning rate 0.
+
+The packaged Qwen2.5-Coder-0.5B GGUF becomes a transformers folder (``gguf_to_transformers``; reused when
+``--policy`` already holds one). ``train grpo`` then runs ``--steps`` steps twice, with the same seeds: at
+``--lr`` and at learning rate 0 (the control). Settings chosen so that a step takes seconds, not minutes, and the
+reward has a signal at this size: no-tool mode (HOTE's one think, then the answer: no index, no tool turns),
+DeepRubric's format reward over the no-tool components (a closed ``<think>`` and a non-empty ``<answer>``; no judge
+call, so judge calls per step are 0), ``--prompts`` questions per step × G = ``--group`` rollouts, responses of at
+most ``--max-completion`` tokens. Questions: "In two sentences, what is <title>?" over the default corpus's
+article titles (seeded sample).
+
+Per step and run it records the mean reward and a 95 % band (mean ± 1.96 · sd / √n over the step's rollouts),
+seconds, generated tokens per second, peak resident memory. It writes ``<work>/curve.json`` after every step,
+then ``--svg`` (the two curves with their bands) and ``--md`` (the numbers: first and last ten steps' mean reward
+per run, the difference of the two runs, s/step, tokens/s, peak memory, judge calls per step).
+
+Measured at 2 steps only (this shared 2-core machine, load about 9): the first step of the 0.5B took 690 s
+(0.36 generated tokens/s over the whole step), peak resident memory 11.4 GB, and every one of its 8 answers
+(about 31 tokens each) missed the format — reward 0, so no signal at step 1. Before the 40-step run, check that
+the reward varies within groups at this size (``--reward``, a longer ``--max-completion``, or KG exact-answer
+rows); on an idle machine expect several times faster steps::
+
+    .venv/bin/python benchmarks/grpo_learning_curve.py --steps 40 --work runs/bench-curve \\
+        --svg docs/grpo-learning-curve.svg --md docs/grpo-learning-curve.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import resource
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+
+from rubricforge.config import Config  # noqa: E402
+from rubricforge.corpora.default_corpus import iter_default_corpus  # noqa: E402
+from rubricforge.corpora.rejects import Rejects  # noqa: E402
+from rubricforge.llm.local_model import ensure_model  # noqa: E402
+from rubricforge.training.grpo import build_grpo  # noqa: E402
+from rubricforge.training.model import EMBEDDED_POLICY, gguf_to_transformers  # noqa: E402
+
+
+def peak_rss_gb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6  # KiB on Linux
+
+
+def questions(path: Path, n: int, seed: int) -> Path:
+    """``n`` seeded questions about default-corpus titles, as a training JSONL (``id``, ``question``)."""
+    titles = sorted({p.title for p in iter_default_corpus(Rejects()) if p.title})
+    picked = random.Random(seed).sample(titles, n)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps({"id": f"q{i}", "question": f"In two sentences, what is {t}?"}) + "\n"
+                            for i, t in enumerate(picked)), encoding="utf-8")
+    return path
+
+
+def config(args: argparse.Namespace, work: Path, lr: float) -> Config:
+    return Config.model_validate({
+        "run_dir": str(work / f"run-lr{lr:g}"), "llm": {"cache_path": str(work / "llm-cache.sqlite")},
+        "evolve": {"modes": "no_tool"},
+        "train": {"preset": "cpu", "reward": args.reward, "generation": "transformers",
+                  "output_dir": str(work / f"policy-lr{lr:g}"),
+                  "grpo_args": {"max_steps": args.steps, "learning_rate": lr, "seed": args.seed,
+                                "num_generations": args.group, "generation_batch_size": args.prompts * args.group,
+                                "per_device_train_batch_size": args.prompts * args.group,  # one update per batch
+                                "max_completion_length": args.max_completion,
+                                "activation_checkpointing": args.checkpointing, "save_strategy": "no"}}})
+
+
+def run(args: argparse.Namespace, work: Path, dataset: Path, policy: Path, lr: float, out: dict[str, Any]) -> None:
+    """Train one run, appending a row per step to ``out[str(lr)]`` (and rewriting ``curve.json``)."""
+    from transformers import TrainerCallback
+
+    grpo = build_grpo(config(args, work, lr), dataset, str(policy))
+    rows: list[dict[str, Any]] = out.setdefault(f"{lr:g}", [])
+    clock: dict[str, float] = {}
+
+    class Curve(TrainerCallback):
+        def on_step_begin(self, a, state, control, **kw):
+            clock["t0"] = time.perf_counter()
+
+        def on_log(self, a, state, control, logs=None, **kw):
+            if not logs or "reward" not in logs:
+                return
+            n = args.prompts * args.group
+            seconds = time.perf_counter() - clock["t0"]
+            tokens = (logs.get("completions/mean_length") or 0) * n
+            rows.append({"step": state.global_step, "reward": logs["reward"], "reward_std": logs.get("reward_std", 0.0),
+                         "band": 1.96 * (logs.get("reward_std") or 0.0) / math.sqrt(n), "seconds": seconds,
+                         "mean_length": logs.get("completions/mean_length"), "tokens": tokens,
+                         "tok_per_s": tokens / seconds, "peak_rss_gb": peak_rss_gb()})
+            print(f"lr {lr:g} step {state.global_step}: reward {logs['reward']:.3f} ± {rows[-1]['band']:.3f}, "
+                  f"{seconds:.1f} s, {rows[-1]['tok_per_s']:.1f} tok/s, peak {rows[-1]['peak_rss_gb']:.2f} GB", flush=True)
+            (work / "curve.json").write_text(json.dumps(out, indent=1), encoding="utf-8")
+
+    grpo.trainer.add_callback(Curve())
+    grpo.train()
+
+
+def svg(out: dict[str, Any], path: Path, width: int = 640, height: int = 360) -> None:
+    """Mean reward per step with its 95 % band, one colour per run."""
+    pad, colours = 48, ["#1f77b4", "#d62728"]
+    steps = max(r["step"] for rows in out.values() for r in rows)
+    x = lambda s: pad + (s - 1) / max(steps - 1, 1) * (width - 2 * pad)  # noqa: E731
+    y = lambda v: height - pad - max(0.0, min(1.0, v)) * (height - 2 * pad)  # noqa: E731
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
+             f'font-size="12"><rect width="100%" height="100%" fill="white"/>',
+             f'<line x1="{pad}" y1="{y(0)}" x2="{width - pad}" y2="{y(0)}" stroke="black"/>',
+             f'<line x1="{pad}" y1="{y(0)}" x2="{pad}" y2="{y(1)}" stroke="black"/>',
+             f'<text x="{width / 2}" y="{height - 12}" text-anchor="middle">GRPO step</text>',
+             f'<text x="14" y="{height / 2}" transform="rotate(-90 14 {height / 2})" text-anchor="middle">'
+             f'mean format reward (95% band)</text>']
+    for v in (0, 0.5, 1):
+        parts.append(f'<text x="{pad - 6}" y="{y(v) + 4}" text-anchor="end">{v:g}</text>')
+    for k, (lr, rows) in enumerate(out.items()):
+        c = colours[k % 2]
+        upper = " ".join(f"{x(r['step']):.1f},{y(r['reward'] + r['band']):.1f}" for r in rows)
+        lower = " ".join(f"{x(r['step']):.1f},{y(r['reward'] - r['band']):.1f}" for r in reversed(rows))
+        parts.append(f'<polygon points="{upper} {lower}" fill="{c}" fill-opacity="0.2" stroke="none"/>')
+        line = " ".join(f"{x(r['step']):.1f},{y(r['reward']):.1f}" for r in rows)
+        parts.append(f'<polyline points="{line}" fill="none" stroke="{c}" stroke-width="2"/>')
+        parts.append(f'<text x="{width - pad - 120}" y="{pad + 16 * k}" fill="{c}">learning rate {lr}</text>')
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(parts) + "\n</svg>\n", encoding="utf-8")
+
+
+def summary(out: dict[str, Any], args: argparse.Namespace) -> str:
+    def mean(rows: list[dict[str, Any]], key: str) -> float:
+        return statistics.fmean(r[key] for r in rows)
+
+    window = min(10, min(len(rows) for rows in out.values()))
+    lines = [f"Settings: policy {args.policy_name}, {args.steps} steps, {args.prompts} questions x G={args.group} "
+             f"rollouts per step, responses up to {args.max_completion} tokens, no-tool mode, reward {args.reward}"
+             f"{' (no judge: 0 judge calls per step)' if args.reward == 'format' else ''}, seed {args.seed}.", "",
+             f"| learning rate | reward, first {window} steps | reward, last {window} steps | s/step | tokens/s | "
+             "peak memory (GB) |", "|---|---|---|---|---|---|"]
+    for lr, rows in out.items():
+        lines.append(f"| {lr} | {mean(rows[:window], 'reward'):.3f} | {mean(rows[-window:], 'reward'):.3f} | "
+                     f"{mean(rows, 'seconds'):.1f} | {mean(rows, 'tok_per_s'):.1f} | {max(r['peak_rss_gb'] for r in rows):.2f} |")
+    (trained, control) = list(out.values())[:2]
+    gain = mean(trained[-window:], "reward") - mean(control[-window:], "reward")
+    lines += ["", f"Last-{window}-step reward, trained minus control (same seeds): {gain:+.3f}."]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--lr", type=float, default=1e-5)
+    p.add_argument("--work", default="runs/bench-curve", help="run dirs, questions, converted policy, curve.json")
+    p.add_argument("--policy", help="a transformers folder (default: the embedded 0.5B, converted once)")
+    p.add_argument("--questions", type=int, default=64)
+    p.add_argument("--prompts", type=int, default=2, help="questions per step")
+    p.add_argument("--group", type=int, default=4, help="rollouts per question (G)")
+    p.add_argument("--max-completion", type=int, default=160)
+    p.add_argument("--reward", default="format", help="any train.reward that needs only `question` (no judge: format)")
+    p.add_argument("--checkpointing", action="store_true", help="activation checkpointing (less memory, slower)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--svg", help="write the plot here")
+    p.add_argument("--md", help="write the numbers here (Markdown)")
+    args = p.parse_args()
+    work = Path(args.work)
+    if args.policy:
+        policy = Path(args.policy)
+    else:
+        t = time.perf_counter()
+        policy = gguf_to_transformers(ensure_model(Config().llm.model_dir, EMBEDDED_POLICY), work / "policy-hf")
+        print(f"policy {policy} ready in {time.perf_counter() - t:.0f}s")
+    args.policy_name = EMBEDDED_POLICY if not args.policy else policy.name
+    dataset = questions(work / "questions.jsonl", args.questions, args.seed)
+    out: dict[str, Any] = {}
+    for lr in (args.lr, 0.0):
+        run(args, work, dataset, policy, lr, out)
+    if args.svg:
+        svg(out, Path(args.svg))
+    text = summary(out, args)
+    print(text)
+    if args.md:
+        Path(args.md).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.md).write_text("# GRPO learning curve on CPU\n\n" + text, encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
