@@ -46,7 +46,8 @@ def trees(cfg: Config, plan: BuildPlan, stages: list[str]) -> list[TreeOutcome]:
     def settle() -> None:
         done = next(as_completed(list(running)))
         running.remove(done)
-        quota.finished(done.state.is_completed() and done.result())
+        # result() waits for the final state; done.state may still lag behind it (seen: a retained tree read False)
+        quota.finished(done.result(raise_on_failure=False) is True)
 
     for seed in plan.seeds:
         while running and not quota.may_start(len(running)):
