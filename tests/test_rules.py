@@ -261,10 +261,17 @@ def test_coverage_with_minilm_rejects_the_clergy_question_and_keeps_the_moth_que
     failures = coverage_failures("What are the potential risks and failures of clergy in different religious traditions,"
                                  " and how do they compare to the alternatives to clergy in those traditions?",
                                  clergy, embed)
-    assert len(failures) == 2 and "risks and failures of clergy" in failures[0]
-    moth = rubrics("States that moths are a group of insects in the order Lepidoptera that are not butterflies.",
-                   "States that Geometridae is a large family of moths.",
-                   "States that the domestic silk moth Bombyx mori is dependent on humans and cannot fly.",
-                   "Compares moths with butterflies.", "Explains how domestication made silk moths dependent on humans.")
+    assert "risks and failures of clergy" in failures[0]
+    assert coverage_failures("What are the main characteristics of moths, and how do they contribute to the ecosystem?",
+                             moth_rubrics(), embed)[0].startswith("question clause 'how do they contribute")
+    moth = moth_rubrics()
     assert coverage_failures("What are the main characteristics of moths, and how do they compare to other insects "
                              "while considering the risks associated with domestic silk moths?", moth, embed) == []
+
+
+def moth_rubrics() -> list[Criterion]:
+    texts = ("States that moths are a group of insects in the order Lepidoptera that are not butterflies.",
+             "States that Geometridae is a large family of moths.",
+             "States that the domestic silk moth Bombyx mori is dependent on humans and cannot fly.",
+             "Compares moths with butterflies.", "Explains how domestication made silk moths dependent on humans.")
+    return [Criterion(id=f"R{i}", description=t, weight=1.0) for i, t in enumerate(texts, 1)]

@@ -25,12 +25,15 @@ the shorter word (explains/explaining)):
 * Coverage (ours, when an embedding model is given): the question asks only what its rubrics check. It is
   split into clauses (at ``;``, at a conjunction or comma before a question word, and before "while",
   "whereas", "considering"); each clause must be covered by one rubric (its description and evidence):
-  cosine similarity of MiniLM embeddings at least ``COVERAGE_COSINE = 0.6`` (a clause with a pronoun is
-  embedded with the first clause, which names what it refers to), or at least ``COVERAGE_WORDS = 0.5`` of the
-  clause's content words (less generic ones such as "main", "potential") found in the rubric. Calibrated on
-  questions the 1.5B wrote: "What are the potential risks and failures of clergy ..." over rubrics that
-  define a priest, a state religion and religious law reaches 0.54 and 40 %; the clauses of the moth
-  question that its rubrics answer reach 0.68–0.78.
+  cosine similarity of MiniLM embeddings at least ``COVERAGE_COSINE = 0.6``, or at least
+  ``COVERAGE_WORDS = 0.5`` of the clause's content words (less generic ones such as "main", "potential") found
+  in the rubric. Each clause is embedded alone: embedded with the first clause (to resolve "they"), "how do
+  they contribute to the ecosystem" borrowed the first clause's topic and passed over rubrics that never
+  mention an ecosystem. Calibrated on questions the 1.5B wrote: "What are the potential risks and failures of
+  clergy ..." over rubrics that define a priest, a state religion and religious law reaches 0.54 and 40 %;
+  the clauses of the moth question that its rubrics answer reach 0.68–0.78. A clause that only refers back
+  ("what threatens them") can fail although a rubric answers it: the check prefers dropping a row to keeping
+  one whose question asks what nothing checks.
 """
 
 from __future__ import annotations
@@ -313,7 +316,6 @@ def _leak_failures(question: str, rubrics: list[Criterion]) -> list[str]:
 _ASKS = r"(?:how|what|why|which|whether|who|whom|when|where|to what|in what|do|does|did|is|are|can|could)\b"
 _CLAUSE_BREAK = re.compile(r"\s*;\s*|,?\s+(?:and|but|or|while|whereas)\s+(?=" + _ASKS + r")|,\s*(?=" + _ASKS + r")"
                            r"|,?\s+(?:while considering|while|whereas|considering|taking into account)\s+", re.I)
-_PRONOUN = re.compile(r"\b(?:they|them|their|it|its|these|those|this)\b", re.I)
 GENERIC = frozenset("main key potential different various overall general specific major primary role way aspect "
                     "factor kind type other".split())
 
@@ -329,9 +331,8 @@ def coverage_failures(question: str, rubrics: list[Criterion], embed: Embed) -> 
     if not clauses or not rubrics:
         return []
     texts = [" ".join([r.description, *r.evidence]) for r in rubrics]
-    asked = [c if i == 0 or not _PRONOUN.search(c) else f"{c} ({clauses[0]})" for i, c in enumerate(clauses)]
-    vectors = embed([*asked, *texts])
-    similarity = vectors[: len(asked)] @ vectors[len(asked):].T
+    vectors = embed([*clauses, *texts])
+    similarity = vectors[: len(clauses)] @ vectors[len(clauses):].T
     failures = []
     for clause, row in zip(clauses, similarity, strict=True):
         words = [w for w in content_words(clause) if w not in GENERIC]
