@@ -61,10 +61,10 @@ def eval_run(
                       f"{_fmt(m['ci_high'])}]")
     console.print(table)
     console.print(f"{s.status}: {s.reports} of {s.tasks} tasks have a report ({s.scored_now} scored now); "
-                  f"judge {s.judge_model}", markup=False, highlight=False)
+                  f"judge {s.judge_model}", markup=False, highlight=False, soft_wrap=True)
     if s.rejects.get("total"):
-        console.print(f"skipped {s.rejects['total']} report lines: {s.rejects['file']}", markup=False)
-    console.print(f"report: {s.report}", markup=False, highlight=False)
+        console.print(f"skipped {s.rejects['total']} report lines: {s.rejects['file']}", markup=False, soft_wrap=True)
+    console.print(f"report: {s.report}", markup=False, highlight=False, soft_wrap=True)
 
 
 @eval_app.command("compare")
@@ -89,4 +89,4 @@ def eval_compare(
                       _fmt(p["sign_p"]))
     console = _console()
     console.print(table)
-    console.print(f"report: {result['out']}/compare.html", markup=False, highlight=False)
+    console.print(f"report: {result['out']}/compare.html", markup=False, highlight=False, soft_wrap=True)

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +29,7 @@ from rubricforge.rewards.race import PointwiseJudgement, score_pointwise
 from rubricforge.schema import RaceRubrics
 from support.cli import assert_user_error, cli
 
+CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
 DATA = Path(__file__).parent / "data"
 DRB_TASKS = DATA / "formats" / "drb_criteria.jsonl"  # tasks 1, 46, 51, 75
 DRB_REPORTS = DATA / "eval" / "drb_claude-3-7-sonnet-latest.jsonl"  # reports of tasks 1, 51, 75
@@ -262,6 +266,28 @@ def test_report_page_has_the_charts_and_escapes_the_data(tmp_path):
     assert re.search(r'data-chart="means".*?<rect class="bar" data-value="1"', page, re.S)
     counts = [int(c) for c in re.findall(r'data-count="(\d+)"', histogram([0.0, 0.05, 0.5, 1.0, 1.0], "h"))]
     assert counts == [2, 0, 0, 0, 0, 1, 0, 0, 0, 2]
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
+def test_chromium_renders_the_report_charts_and_runs_no_injected_code(tmp_path):
+    tasks, reports, run = tmp_path / "tasks.jsonl", tmp_path / "reports.jsonl", tmp_path / "run"
+    hostile = "<img src=x onerror=\"document.title='pwned'\">"
+    tasks.write_text("".join(json.dumps({"id": f"q{i}", "question": hostile, "answer": "yes"}) + "\n" for i in range(4)))
+    reports.write_text("".join(json.dumps({"id": f"q{i}", "response": "yes" if i else "no"}) + "\n"
+                               for i in range(4)))
+    with FakeOpenAI() as server:
+        evaluate(_cfg(tmp_path, server), tasks, reports, run, progress=False)
+    with tempfile.TemporaryDirectory() as profile:
+        dom = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                              "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                              f"--user-data-dir={profile}", "--dump-dom", (run / "report.html").as_uri()],
+                             capture_output=True, text=True, timeout=120, check=True).stdout
+    title = re.search(r"<title>(.*?)</title>", dom).group(1)
+    assert title.startswith("rubricforge eval · ") and "<img" not in dom  # the hostile text stayed text
+    charts = re.findall(r'<svg class="chart" data-chart="([^"]+)"', dom)
+    assert charts == ["means", "hist:exact.em", "hist:exact.f1"]
+    assert re.search(r'data-chart="means".*?<rect class="bar" data-value="0.75"', dom, re.S)
+    assert [int(c) for c in re.findall(r'data-count="(\d+)"', dom)][:10] == [1, 0, 0, 0, 0, 0, 0, 0, 0, 3]
 
 
 # ---------------------------------------------------------------- the command line

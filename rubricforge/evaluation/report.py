@@ -14,12 +14,12 @@ from typing import Any
 
 from rubricforge.text import one_line
 
-WIDTH, ROW, LABEL = 640, 22, 210  # svg width, bar row height, label column
+WIDTH, ROW, LABEL, VALUE = 640, 22, 210, 70  # svg width, bar row height, label column, value column
 BINS = 10
 
 STYLE = """body{font:14px system-ui,sans-serif;margin:2em;max-width:1000px;color:#222}
-table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}
-td:first-child,th:first-child{text-align:left}svg{display:block;margin:.5em 0 1.5em}
+table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}
+svg{display:block;margin:.5em 0 1.5em}
 .bar{fill:#7aa6d6}.ci{stroke:#234;stroke-width:2}.axis{stroke:#888}.zero{stroke:#c33}
 text{font-size:12px;fill:#222}"""
 
@@ -34,7 +34,7 @@ def _num(x: float | None, digits: int = 3) -> str:
 
 
 def _x(value: float, lo: float, hi: float) -> float:
-    return LABEL + (WIDTH - LABEL - 20) * (min(max(value, lo), hi) - lo) / ((hi - lo) or 1.0)
+    return LABEL + (WIDTH - LABEL - VALUE) * (min(max(value, lo), hi) - lo) / ((hi - lo) or 1.0)
 
 
 def interval_chart(rows: Sequence[tuple[str, float | None, float | None, float | None]], lo: float, hi: float,
@@ -57,11 +57,11 @@ def interval_chart(rows: Sequence[tuple[str, float | None, float | None, float |
             cy = y + ROW / 2 - 1
             parts.append(f'<line class="ci" x1="{_x(c_lo, lo, hi):.1f}" x2="{_x(c_hi, lo, hi):.1f}" y1="{cy}" '
                          f'y2="{cy}"/>')
-        parts.append(f'<text x="{WIDTH - 15}" y="{y + 14}" text-anchor="end">{value:.3f}</text>')
+        parts.append(f'<text x="{WIDTH - 5}" y="{y + 14}" text-anchor="end">{value:.3f}</text>')
     bottom = 10 + ROW * len(rows)
-    parts.append(f'<line class="axis" x1="{LABEL}" x2="{WIDTH - 20}" y1="{bottom}" y2="{bottom}"/>'
-                 f'<text x="{LABEL}" y="{bottom + 14}">{lo:g}</text>'
-                 f'<text x="{WIDTH - 20}" y="{bottom + 14}" text-anchor="end">{hi:g}</text>')
+    parts.append(f'<line class="axis" x1="{LABEL}" x2="{WIDTH - VALUE}" y1="{bottom}" y2="{bottom}"/>'
+                 f'<text x="{LABEL}" y="{bottom + 14}">{lo:.3g}</text>'
+                 f'<text x="{WIDTH - VALUE}" y="{bottom + 14}" text-anchor="end">{hi:.3g}</text>')
     if zero:
         parts.append(f'<line class="zero" x1="{base:.1f}" x2="{base:.1f}" y1="0" y2="{bottom}"/>')
     return "".join(parts) + "</svg>"
@@ -124,8 +124,7 @@ def run_page(summary: Mapping[str, Any], per_task: Mapping[str, Mapping[str, flo
 def compare_page(result: Mapping[str, Any]) -> str:
     """The comparison page of :func:`rubricforge.jobs.evaluate.compare`'s result."""
     metrics = result["metrics"]
-    span = max([abs(x) for p in metrics.values() for x in (p["ci_low"], p["ci_high"], p["diff"]) if x is not None]
-               or [1.0])
+    span = max([abs(x) for p in metrics.values() for x in (p["ci_low"], p["ci_high"]) if x] or [1.0])
     rows = [(m, p["diff"], p["ci_low"], p["ci_high"]) for m, p in metrics.items()]
     table = _table(["metric", "tasks", "mean A", "mean B", "B − A", "95% CI", "win", "tie", "loss", "sign p"],
                    [[m, str(p["n"]), _num(p["mean_a"]), _num(p["mean_b"]), _num(p["diff"]),
@@ -134,8 +133,9 @@ def compare_page(result: Mapping[str, Any]) -> str:
     strips = []
     for m in headline(list(metrics)):
         diffs = sorted(metrics[m]["diffs"].items(), key=lambda kv: kv[1])
+        reach = max([abs(d) for _, d in diffs if d] or [1.0])
         strips.append(f"<h3>{escape(m)}: B − A per task</h3>" + interval_chart(
-            [(f"task {t}", d, None, None) for t, d in diffs], -span, span, f"diffs:{m}", zero=True))
+            [(f"task {t}", d, None, None) for t, d in diffs], -reach, reach, f"diffs:{m}", zero=True))
     body = (f"<p>A: {escape(str(result['run_a']))}<br>B: {escape(str(result['run_b']))}</p>"
             f"<h2>Paired difference B − A with bootstrap 95% CI</h2>"
             f"{interval_chart(rows, -span, span, 'paired', zero=True)}{table}{''.join(strips)}")
