@@ -189,6 +189,19 @@ def test_drb_reports_scored_pointwise_then_resumed_without_a_judge_call(tmp_path
     assert again.metrics == s.metrics
 
 
+def test_a_spent_budget_stops_the_run_with_what_is_finished_and_a_larger_one_resumes(tmp_path):
+    run = tmp_path / "run"
+    with FakeOpenAI(responder=race_judge) as server:  # 18 tokens per answer; one task at a time
+        cfg = load_config(overrides={"llm": {**litellm_llm_config(tmp_path, server), "max_tokens": 1},
+                                     "reward": {"concurrency": 1}})
+        s = evaluate(cfg, DRB_TASKS, DRB_REPORTS, run, progress=False)
+        assert s.status.startswith("stopped: LLM budget reached") and s.metrics["race"]["n"] == 1
+        assert json.loads((run / "manifest.json").read_text())["status"] == s.status
+        more = load_config(overrides={"llm": litellm_llm_config(tmp_path, server), "reward": {"concurrency": 1}})
+        s = evaluate(more, DRB_TASKS, DRB_REPORTS, run, progress=False)
+    assert s.status == "complete" and s.scored_now == 2 and server.n_requests == 3 and s.metrics["race"]["n"] == 3
+
+
 def test_reference_relative_race_and_a_changed_reference_is_rescored_alone(tmp_path):
     run, refs = tmp_path / "run", tmp_path / "refs.jsonl"
     refs.write_text("".join(json.dumps({"id": t, "article": f"Reference report {t}."}) + "\n" for t in (1, 51, 75)))
