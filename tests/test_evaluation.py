@@ -168,6 +168,7 @@ def test_drb_reports_scored_pointwise_then_resumed_without_a_judge_call(tmp_path
         cfg = _cfg(tmp_path, server)
         s = evaluate(cfg, DRB_TASKS, DRB_REPORTS, run, progress=False)
         calls = server.n_requests
+        summary = json.loads((run / "summary.json").read_text())
         again = evaluate(cfg, DRB_TASKS, DRB_REPORTS, run, progress=False)
     assert calls == 3 and server.n_requests == calls and again.scored_now == 0  # one RACE call per report
     assert (s.status, s.tasks, s.reports, s.missing, s.scored_now) == ("complete", 4, 3, 1, 3)
@@ -176,14 +177,14 @@ def test_drb_reports_scored_pointwise_then_resumed_without_a_judge_call(tmp_path
     assert records["51"]["metrics"]["race.insight"] == pytest.approx(0.6)
     assert records["51"]["scores"]["race"]["mode"] == "pointwise" and records["51"]["judge_calls"] == {
         "race_pointwise": 1}
-    summary = json.loads((run / "summary.json").read_text())
     race = summary["metrics"]["race"]
     assert race["n"] == 3 and race["mean"] == pytest.approx(sum(POINTWISE.values()) / 3)
     assert min(POINTWISE.values()) - 1e-12 <= race["ci_low"] <= race["mean"] <= race["ci_high"] <= max(
         POINTWISE.values()) + 1e-12
     assert summary["metrics"]["race.readability"]["mean"] == pytest.approx(0.2)
     assert summary["judge"]["calls_per_task"] == {"race_pointwise": 1.0}
-    assert summary["judge"]["tokens_by_stage"]["race_pointwise"]["requests"] == 3
+    assert summary["judge"]["tokens_by_stage"]["race_pointwise"] == {"requests": 3, "prompt_tokens": 33,
+                                                                     "completion_tokens": 21}  # 11 + 7 a reply
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["pipeline"] == "eval" and manifest["status"] == "complete" and len(manifest["invocations"]) == 2
     assert again.metrics == s.metrics

@@ -87,14 +87,15 @@ def evaluate(cfg: Config, tasks_path: str | Path, reports_path: str | Path, run_
     with ending(run, invocation, budget_stops=True) as outcome:
         asyncio.run(_score_all(cfg, run, invocation, tasks, reports, refs, names, shas, pending, log, progress))
     per_task = {tid: log[tid]["metrics"] for tid in reports if tid in log}
+    scored_now = sum(1 for tid in pending if tid in log and log[tid]["report_sha"] == shas[tid])
+    run.write_manifest(invocation, started, outcome.status, fields,
+                       {"tasks": len(tasks), "reports": len(reports), "scored": len(per_task)})
     summary = EvalSummary(str(run.path), outcome.status, len(tasks), len(reports), len(tasks) - len(reports),
-                          len(pending), judge_model, stats.summarise(per_task, resamples, seed),
+                          scored_now, judge_model, stats.summarise(per_task, resamples, seed),
                           _judge_use(run, [log[t] for t in per_task]), rejects.summary(), str(run / "report.html"))
     atomic_write_json(run / "summary.json", asdict(summary))
     questions = {tid: str(tasks[tid].get("question") or tasks[tid].get("prompt") or "") for tid in per_task}
     atomic_write_text(run / "report.html", html.run_page(asdict(summary), per_task, questions))
-    run.write_manifest(invocation, started, outcome.status, fields,
-                       {"tasks": len(tasks), "reports": len(reports), "scored": len(per_task)})
     return summary
 
 
