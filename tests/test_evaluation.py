@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from llm_fakes import FakeOpenAI, Reply, litellm_llm_config
-from reward_fixtures import EXAMPLE, scripted_judge
+from reward_fixtures import EXAMPLE, RACE, scripted_judge
 from rubricforge.config import load_config
 from rubricforge.corpora.rejects import Rejects
 from rubricforge.errors import UserError
@@ -223,6 +223,22 @@ def test_reference_relative_race_and_a_changed_reference_is_rescored_alone(tmp_p
     assert all(r["metrics"]["race"] == pytest.approx(0.6) for r in records.values())  # 6 / (6 + 4)
     assert records["51"]["scores"]["race"]["mode"] == "reference"
     assert records["51"]["scores"]["race"]["reference"]["overall"] == pytest.approx(4.0)
+
+
+def test_a_report_rl_rows_reference_report_makes_race_reference_relative_and_an_empty_report_scores_0(tmp_path):
+    tasks, reports, run = tmp_path / "tasks.jsonl", tmp_path / "reports.jsonl", tmp_path / "run"
+    rows = [{"id": f"r{i}", "question": RACE["query"], "race_rubrics": json.dumps(RACE), "reference_report": "Ref."}
+            for i in (1, 2)]
+    tasks.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    reports.write_text(json.dumps({"id": "r1", "article": "A report."}) + "\n"
+                       + json.dumps({"id": "r2", "response": "<think>out of time</think>"}) + "\n")
+    with FakeOpenAI(responder=race_judge) as server:
+        s = evaluate(_cfg(tmp_path, server), tasks, reports, run, progress=False)
+    assert server.n_requests == 1  # the empty report (no <answer>) is not sent to the judge
+    records = _records(run)
+    assert records["r1"]["scores"]["race"]["mode"] == "reference" and records["r1"]["metrics"]["race"] == pytest.approx(0.6)
+    assert records["r2"]["metrics"] == {"race": 0.0, **{f"race.{d}": 0.0 for d in POINTS}}
+    assert s.metrics["race"]["mean"] == pytest.approx(0.3)
 
 
 def test_rubric_and_exact_scorers_on_tree_and_kg_rows_and_unscored_is_not_zero(tmp_path):
