@@ -742,6 +742,11 @@ def config_show(config: ConfigOpt = None, set_: SetOpt = None) -> None:
     typer.echo(yaml.safe_dump(_config(config, set_).public_dict(), sort_keys=False))
 
 
+from rubricforge.eval_cli import eval_app  # noqa: E402
+
+app.add_typer(eval_app, name="eval")
+
+
 def _cli_errors() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
     """(aborts, usage errors) of click and of the copy of click that typer >= 0.26 ships."""
     import click

@@ -17,7 +17,7 @@ MindDR Eqs. 6, 7            :func:`.search_rl.tool_step_rewards`, :func:`.search
 MindDR Eq. 8                :func:`.search_rl.prm_reward`
 MindDR §5.2 ORM             :func:`.orm.orm_reward`
 MindDR Eq. 9, Fig. 5        :func:`.search_rl.search_rl_reward`, :class:`.search_rl.CoefficientScheduler`
-MindDR App. 8.3 (RACE)      :func:`.race.score_judgement`
+MindDR App. 8.3 (RACE)      :func:`.race.score_judgement`; without a reference :func:`.race.score_pointwise`
 MindDR Eqs. 10, 11, 12      :func:`.report_rules.report_citation_reward`, :func:`.report_rules.report_format_reward`,
                             :func:`.report_rules.report_reward`
 MindDR App. 8.4             :func:`.tense.find_tense_candidates`, :func:`.tense_check.detect_tense_errors`,

@@ -9,12 +9,18 @@ dimensions that have criteria (a dimension without any is left out). The RACE sc
 S(target) / (S(target) + S(reference)), per dimension and overall, in [0, 1]; 0.5 means as good as the
 reference (also when both score 0). A judge answer that does not cover every criterion of the rubric
 (matched by text, else by position within its dimension) leaves the score unscored (None).
+
+:func:`race_pointwise` is RACE without a reference report (the ``no_reference`` mode of DeepResearch Bench
+forks): the judge scores the one article 0–10 per criterion and the score is S(target) / 10, per dimension
+and overall, with the same weights.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -39,6 +45,22 @@ class RaceJudgement(BaseModel):
     readability: list[Comparison]
 
 
+class PointScore(BaseModel):
+    criterion: Str200
+    analysis: Str400 = ""
+    score: float = Field(ge=0, le=10)
+
+
+class PointwiseJudgement(BaseModel):
+    comprehensiveness: list[PointScore]
+    insight: list[PointScore]
+    instruction_following: list[PointScore]
+    readability: list[PointScore]
+
+
+J = TypeVar("J", Comparison, PointScore)
+
+
 @dataclass
 class RaceScore:
     value: float | None  # overall RACE score in [0, 1]; None = unscored
@@ -47,36 +69,89 @@ class RaceScore:
     reference: dict[str, float] = field(default_factory=dict)
 
 
+def parse_race_rubrics(raw: Any, where: str) -> RaceRubrics:
+    """A ``race_rubrics`` column (JSON text or a mapping) as :class:`RaceRubrics`; a UserError naming ``where``
+    when it is empty or not a RACE rubric."""
+    if raw == "":
+        raise UserError(f"{where} has no RACE rubric (an empty race_rubrics)", "score only examples with one")
+    try:
+        return RaceRubrics.model_validate(json.loads(raw) if isinstance(raw, str) else raw)
+    except ValueError as exc:
+        raise UserError(f"{where}: race_rubrics is not a RACE rubric ({str(exc).splitlines()[0]})",
+                        "give {query, dimension_weight, criterions} as the KG pipeline exports it") from None
+
+
+def _criteria_list(rubrics: RaceRubrics) -> str:
+    return json.dumps({d: [c.model_dump() for c in cs] for d, cs in rubrics.criterions.items()},
+                      ensure_ascii=False, indent=1)
+
+
 async def race_score(judge: Judge, query: str, target: str, reference: str, rubrics: RaceRubrics) -> RaceScore:
-    criteria_list = json.dumps({d: [c.model_dump() for c in cs] for d, cs in rubrics.criterions.items()},
-                               ensure_ascii=False, indent=1)
     got = await judge.ask("race_score", RaceJudgement, stage="race", task_prompt=query, article_1=target,
-                          article_2=reference, criteria_list=criteria_list)
+                          article_2=reference, criteria_list=_criteria_list(rubrics))
     if got is None:
         return RaceScore(None)
     return score_judgement(got, rubrics)
 
 
+async def race_pointwise(judge: Judge, query: str, target: str, rubrics: RaceRubrics) -> RaceScore:
+    """RACE without a reference report (see the module docstring); ``reference`` stays empty."""
+    got = await judge.ask("race_pointwise", PointwiseJudgement, stage="race_pointwise", task_prompt=query,
+                          article=target, criteria_list=_criteria_list(rubrics))
+    if got is None:
+        return RaceScore(None)
+    return score_pointwise(got, rubrics)
+
+
 def score_judgement(judgement: RaceJudgement, rubrics: RaceRubrics) -> RaceScore:
     """The RACE arithmetic over a judge's comparisons (see the module docstring)."""
+    matched = _matched(judgement, rubrics)
+    if matched is None:
+        return RaceScore(None)
+    target = _weighted(rubrics, matched, lambda j: j.article_1_score)
+    reference = _weighted(rubrics, matched, lambda j: j.article_2_score)
+    ratio = {d: _ratio(target[d], reference[d]) for d in target}
+    overall = ratio.pop("overall")
+    return RaceScore(overall, ratio, target, reference)
+
+
+def score_pointwise(judgement: PointwiseJudgement, rubrics: RaceRubrics) -> RaceScore:
+    """The pointwise arithmetic: S_d(target) / 10 per dimension and overall."""
+    matched = _matched(judgement, rubrics)
+    if matched is None:
+        return RaceScore(None)
+    target = _weighted(rubrics, matched, lambda j: j.score)
+    scaled = {d: s / 10 for d, s in target.items()}
+    overall = scaled.pop("overall")
+    return RaceScore(overall, scaled, target)
+
+
+def scored_dimensions(rubrics: RaceRubrics) -> list[str]:
     scored = [d for d in DIMENSIONS if rubrics.criterions.get(d) and rubrics.dimension_weight.get(d, 0) > 0]
-    total_weight = sum(rubrics.dimension_weight[d] for d in scored)
     if not scored:
         raise UserError(f"the RACE rubric of '{rubrics.query[:60]}' has no weighted dimension with criteria",
                         "regenerate it")
-    target, reference = {}, {}
-    for d in scored:
-        matched = _match(rubrics.criterions[d], getattr(judgement, d))
-        if matched is None:
-            return RaceScore(None)
-        total_w = sum(c.weight for c, _ in matched)
-        target[d] = sum(c.weight * j.article_1_score for c, j in matched) / total_w
-        reference[d] = sum(c.weight * j.article_2_score for c, j in matched) / total_w
-    target["overall"] = sum(rubrics.dimension_weight[d] * target[d] for d in scored) / total_weight
-    reference["overall"] = sum(rubrics.dimension_weight[d] * reference[d] for d in scored) / total_weight
-    ratio = {d: _ratio(target[d], reference[d]) for d in (*scored, "overall")}
-    overall = ratio.pop("overall")
-    return RaceScore(overall, ratio, target, reference)
+    return scored
+
+
+def _matched(judgement: BaseModel, rubrics: RaceRubrics) -> dict[str, list[tuple[RaceCriterion, Any]]] | None:
+    """Per scored dimension, each criterion with the judge's verdict on it; None when one is missing."""
+    out = {}
+    for d in scored_dimensions(rubrics):
+        if (pairs := _match(rubrics.criterions[d], getattr(judgement, d))) is None:
+            return None
+        out[d] = pairs
+    return out
+
+
+def _weighted(rubrics: RaceRubrics, matched: dict[str, list[tuple[RaceCriterion, J]]],
+              score: Callable[[J], float]) -> dict[str, float]:
+    """S_d per dimension (criterion weights) and ``overall`` S (dimension weights), on 0–10."""
+    out = {d: sum(c.weight * score(j) for c, j in pairs) / sum(c.weight for c, _ in pairs)
+           for d, pairs in matched.items()}
+    out["overall"] = sum(rubrics.dimension_weight[d] * out[d] for d in matched) / sum(
+        rubrics.dimension_weight[d] for d in matched)
+    return out
 
 
 def _ratio(t: float, r: float) -> float:
@@ -87,7 +162,7 @@ def _norm(text: str) -> str:
     return " ".join(text.lower().split()).strip(" .[]\"'")
 
 
-def _match(criteria: list[RaceCriterion], judged: list[Comparison]) -> list[tuple[RaceCriterion, Comparison]] | None:
+def _match(criteria: list[RaceCriterion], judged: list[J]) -> list[tuple[RaceCriterion, J]] | None:
     """Each rubric criterion paired with the judge's comparison of it: by text, else by position."""
     by_text = {_norm(j.criterion): j for j in judged}
     if all(_norm(c.criterion) in by_text for c in criteria):

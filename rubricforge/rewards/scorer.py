@@ -43,7 +43,7 @@ from rubricforge.rewards.hote import hote_reward
 from rubricforge.rewards.judging import Judge
 from rubricforge.rewards.orm import orm_reward
 from rubricforge.rewards.pref_score import report_score, weighted_score
-from rubricforge.rewards.race import race_score
+from rubricforge.rewards.race import parse_race_rubrics, race_score
 from rubricforge.rewards.rubric_reward import criteria_from, rubric_reward
 from rubricforge.rewards.search_reward import search_reward
 from rubricforge.rewards.tense_check import detect_tense_errors, tense_penalty
@@ -304,11 +304,4 @@ class RewardScorer:
 
 
 def _race_rubrics(rollout: Rollout) -> RaceRubrics:
-    raw, where = rollout.column("race_rubrics"), f"example {rollout.example.get('id', '?')!r}"
-    if raw == "":
-        raise UserError(f"{where} has no RACE rubric (an empty race_rubrics)", "score only examples with one")
-    try:
-        return RaceRubrics.model_validate(json.loads(raw) if isinstance(raw, str) else raw)
-    except ValueError as exc:
-        raise UserError(f"{where}: race_rubrics is not a RACE rubric ({str(exc).splitlines()[0]})",
-                        "give {query, dimension_weight, criterions} as the KG pipeline exports it") from None
+    return parse_race_rubrics(rollout.column("race_rubrics"), f"example {rollout.example.get('id', '?')!r}")

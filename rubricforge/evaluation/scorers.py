@@ -1,0 +1,54 @@
+"""The scorers, each the papers' definition, over one task and its report; each returns
+``{"metrics": {name: value or None}, ...details}`` with its headline metric first (None = unscored, never 0).
+
+* ``race`` (MindDR App. 8.3; DeepResearch Bench's RACE): with a reference report, the reference-relative
+  S(target) / (S(target) + S(reference)) of :func:`~rubricforge.rewards.race.race_score`; without one the
+  pointwise S(target) / 10 of :func:`~rubricforge.rewards.race.race_pointwise`; per dimension too
+  (``race.<dimension>``), with the task's dimension weights.
+* ``rubric`` (DeepRubric Eq. 4): :func:`~rubricforge.rewards.rubric_reward.rubric_reward`, 0–4 per criterion,
+  weighted, in [0, 1]; the judge mode is ``reward.judge_mode``.
+* ``exact``: normalised exact match and token F1 against the answer and its aliases (``exact.em``,
+  ``exact.f1``; :mod:`rubricforge.evaluation.exact`).
+
+An empty report scores 0 everywhere without a judge call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rubricforge.errors import UserError
+from rubricforge.evaluation.exact import exact_scores
+from rubricforge.rewards.judging import Judge
+from rubricforge.rewards.race import (RaceScore, parse_race_rubrics, race_pointwise, race_score,
+                                     scored_dimensions)
+from rubricforge.rewards.rubric_reward import JudgeMode, criteria_from, rubric_reward
+
+
+async def score(name: str, judge: Judge, task: Mapping[str, Any], report: str, reference: str | None,
+                judge_mode: JudgeMode) -> dict[str, Any]:
+    """One scorer's result for ``report`` on ``task`` (``reference``: the reference report, if any)."""
+    if name == "exact":
+        exact = exact_scores(report, [str(task["answer"]), *map(str, task.get("answer_aliases") or [])])
+        return {"metrics": {"exact.em": exact["em"], "exact.f1": exact["f1"]}}
+    if name == "race":
+        return await _race(judge, task, report, reference)
+    if name == "rubric":
+        criteria = criteria_from(task["rubrics"], where=f"task {task.get('id')!r} rubrics")
+        got = await rubric_reward(judge, str(task.get("question", "")), report, criteria, judge_mode)
+        return {"metrics": {"rubric": got.value}, "per_criterion": got.per_criterion, "unscored": got.unscored}
+    raise UserError(f"unknown scorer '{name}'", "use race, rubric or exact")
+
+
+async def _race(judge: Judge, task: Mapping[str, Any], report: str, reference: str | None) -> dict[str, Any]:
+    rubrics = parse_race_rubrics(task["race_rubrics"], f"task {task.get('id')!r}")
+    mode = "reference" if reference else "pointwise"
+    if not report:
+        got = RaceScore(0.0, dict.fromkeys(scored_dimensions(rubrics), 0.0))
+    elif reference:
+        got = await race_score(judge, rubrics.query, report, reference, rubrics)
+    else:
+        got = await race_pointwise(judge, rubrics.query, report, rubrics)
+    metrics = {"race": got.value, **{f"race.{d}": v for d, v in got.dimensions.items()}}
+    return {"metrics": metrics, "mode": mode, "target": got.target, "reference": got.reference}

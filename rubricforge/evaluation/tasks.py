@@ -1,0 +1,123 @@
+"""What an evaluation reads: a task set and the reports written for it.
+
+**Tasks**: any dataset ``rubricforge reward score`` reads — a rubricforge export (tree rows with ``question`` +
+``rubrics``, KG rows with ``question`` + ``answer`` (+ ``answer_aliases``), Report-RL rows with ``race_rubrics``
+and ``reference_report``), or a file of another format that :mod:`rubricforge.export.convert` converts, such as
+DeepResearch Bench's ``criteria.jsonl`` (its rows get ``race_rubrics``). A task's id is its row's ``id``, as text.
+
+**Reports**: JSONL, one a line: DeepResearch Bench's ``{"id", "prompt", "article"}`` or rubricforge's
+``{"id", "response"}`` (a string or chat messages, as ``reward score`` reads). A report in the agent's tag
+protocol is its ``<answer>`` (an unclosed one counts; none: the empty report); a report without any known tag
+is the text itself. A line that is not a JSON object, has no text, names no task, or repeats an id is skipped,
+counted and written to the rejects file.
+
+**Scorers** per task (:func:`scorers_for`): ``exact`` for a row with an ``answer``, else ``race`` for a row
+with a RACE rubric, else ``rubric``; or the scorers asked for, each checked against the row's columns.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from rubricforge.corpora.rejects import Rejects
+from rubricforge.errors import UserError
+from rubricforge.export.convert import to_rubricforge_rows
+from rubricforge.rewards.inputs import load_examples
+from rubricforge.rewards.trajectory import parse_trajectory
+
+SCORERS = ("race", "rubric", "exact")
+NEEDS = {"race": "race_rubrics", "rubric": "rubrics", "exact": "answer"}  # the column each scorer reads
+REPORT_FIELDS = ("article", "response")  # DRB's, then rubricforge's
+
+
+def load_tasks(path: str | Path) -> dict[str, dict[str, Any]]:
+    """The task rows by id (see the module docstring)."""
+    tasks = load_examples(path, adapt=to_rubricforge_rows)
+    if not tasks:
+        raise UserError(f"task set {path} is empty", "pass a dataset with at least one row")
+    return tasks
+
+
+def scorers_for(task: Mapping[str, Any], asked: Sequence[str] | None) -> tuple[str, ...]:
+    """The scorers of one task: ``asked`` (each needs its column) or the automatic choice."""
+    tid = task.get("id")
+    if not asked:
+        for name in ("exact", "race", "rubric"):
+            if task.get(NEEDS[name]) not in (None, "", []):
+                return (name,)
+        raise UserError(f"task {tid!r} has no answer, race_rubrics nor rubrics column: nothing to score it by",
+                        "pass a rubricforge dataset, DRB's criteria.jsonl, or a format `rubricforge convert` reads")
+    for name in asked:
+        if name not in SCORERS:
+            raise UserError(f"unknown scorer '{name}'", f"use --scorers with some of: {', '.join(SCORERS)}")
+        if task.get(NEEDS[name]) in (None, "", []):
+            raise UserError(f"task {tid!r} has no '{NEEDS[name]}' column (the '{name}' scorer reads it)",
+                            "choose scorers the task set supports (--scorers), or leave --scorers out")
+    return tuple(asked)
+
+
+def report_text(completion: str | list[dict[str, Any]]) -> str:
+    """The report an agent's output stands for (see the module docstring)."""
+    traj = parse_trajectory(completion)
+    if traj.protocol is None:
+        if isinstance(completion, str):
+            return completion.strip()
+        return traj.steps[-1].text.strip() if traj.steps else ""
+    return (traj.answer if traj.answer is not None else traj.partial_answer or "").strip()
+
+
+def digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def load_reports(path: str | Path, tasks: Mapping[str, Any], rejects: Rejects) -> dict[str, str]:
+    """Report text by task id; bad lines go to ``rejects``. A UserError when the file is missing, is not
+    UTF-8, or matches no task at all."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"reports file {path} not found",
+                        'pass a JSONL of {"id", "article"} (DeepResearch Bench) or {"id", "response"} lines')
+    out: dict[str, str] = {}
+    n = 0
+    try:
+        with path.open(encoding="utf-8") as fh:
+            for n, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                why, tid, text = _report(line, tasks, out)
+                if why:
+                    rejects.add(path, n, why, line.strip())
+                else:
+                    out[tid] = text
+    except UnicodeDecodeError:
+        raise UserError(f"reports file {path} is not UTF-8 text (near line {n + 1})", "save it as UTF-8") from None
+    if not out:
+        raise UserError(f"reports file {path}: no line is a report of a task of the task set "
+                        f"({rejects.total} skipped)", "check that its ids are the task set's ids")
+    return out
+
+
+def _report(line: str, tasks: Mapping[str, Any], seen: Mapping[str, str]) -> tuple[str, str, str]:
+    """(why the line is rejected or "", task id, report text)."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError:
+        return "not valid JSON", "", ""
+    if not isinstance(record, dict):
+        return "not a JSON object", "", ""
+    tid = str(record.get("id", ""))
+    field = next((f for f in REPORT_FIELDS if f in record), None)
+    if field is None:
+        return "no 'article' or 'response' field", tid, ""
+    value = record[field]
+    if not isinstance(value, (str, list)) or (isinstance(value, list) and not all(isinstance(m, dict) for m in value)):
+        return f"'{field}' is not a string or a list of chat messages", tid, ""
+    if tid not in tasks:
+        return f"id {tid!r} is not in the task set", tid, ""
+    if tid in seen:
+        return f"a second report for id {tid!r}", tid, ""
+    return "", tid, report_text(value)

@@ -1,0 +1,175 @@
+"""`rubricforge eval`: score existing reports on a task set, resumably, and summarise them with confidence
+intervals; `rubricforge eval compare`: two runs compared task by task.
+
+A run directory (``pipeline: eval``) holds ``tasks.jsonl`` — one record per task, appended as soon as it is
+scored: ``{"key": <task id>, "id", "report_sha", "scorers", "scores": {scorer: {"metrics", ...}},
+"metrics": {metric: value}, "judge_calls": {stage: n}}`` — then ``summary.json`` (per metric: n, unscored,
+mean, std, min, max and the bootstrap 95 % CI; judge calls per task and tokens per stage), ``report.html``,
+``manifest.json``, ``config.yaml`` and ``rejects.jsonl`` (report lines that were skipped). The same command
+again scores only tasks that are missing, whose report (or reference) changed, or that have an unscored
+metric (a judge that was down is asked again; the LLM cache answers what it already said). A run made with
+other settings (task set, reports, references, scorers, judge) is refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rubricforge.config import Config
+from rubricforge.corpora.rejects import Rejects
+from rubricforge.errors import UserError
+from rubricforge.evaluation import report as html
+from rubricforge.evaluation import scorers, stats
+from rubricforge.evaluation.tasks import digest, load_reports, load_tasks, scorers_for
+from rubricforge.jobs.base import ending
+from rubricforge.rundir import RunDir, StageBar, StageLog, atomic_write_json, atomic_write_text, now
+
+PIPELINE = "eval"
+LOG = "tasks"
+
+
+@dataclass
+class EvalSummary:
+    run_dir: str
+    status: str
+    tasks: int  # in the task set
+    reports: int  # tasks with a report
+    missing: int  # tasks without one (not scored)
+    scored_now: int
+    judge_model: str
+    metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
+    judge: dict[str, Any] = field(default_factory=dict)
+    rejects: dict[str, Any] = field(default_factory=dict)
+    report: str = ""
+
+
+def evaluate(cfg: Config, tasks_path: str | Path, reports_path: str | Path, run_dir: str | Path,
+             references: str | Path | None = None, asked: Sequence[str] = (), resamples: int = stats.RESAMPLES,
+             seed: int = 0, progress: bool = True) -> EvalSummary:
+    """Score ``reports_path`` on ``tasks_path`` into ``run_dir`` (see the module docstring)."""
+    tasks = load_tasks(tasks_path)
+    run = RunDir(run_dir, PIPELINE)
+    new_dirs = [d for d in (run.path, *run.path.parents) if not d.exists()]  # deepest first
+    rejects = Rejects(run / "rejects.jsonl")
+    try:
+        reports = load_reports(reports_path, tasks, rejects)
+        refs = load_reports(references, tasks, rejects) if references else {}
+        names = {tid: scorers_for(tasks[tid], asked) for tid in reports}
+        if references and (lacking := [tid for tid in reports if tid not in refs]):
+            raise UserError(f"references file {references} has no reference report for task {lacking[0]!r} "
+                            f"({len(lacking)} tasks lack one)", "give one for every reported task, or no --references")
+    except BaseException:
+        rejects.discard()
+        for folder in new_dirs:  # no empty run directory left by a bad input
+            folder.rmdir()
+        raise
+    rejects.commit()
+    refs = {tid: refs.get(tid) or str(tasks[tid].get("reference_report") or "") for tid in reports}
+    judge_model = cfg.llm.role("judge").model
+    settings = {"tasks": str(Path(tasks_path).resolve()), "reports": str(Path(reports_path).resolve()),
+                "references": str(Path(references).resolve()) if references else None,
+                "scorers": list(asked) or "auto", "judge": judge_model, "judge_mode": cfg.reward.judge_mode}
+    run.check_pipeline()
+    log: StageLog[Any] = run.log(LOG)
+    run.check_settings("settings", settings, len(log) > 0, "scores")
+    invocation, started = uuid.uuid4().hex[:8], now()
+    run.write_config(cfg)
+    fields = {"settings": settings}
+    run.write_manifest(invocation, started, "running", fields)
+
+    shas = {tid: digest(reports[tid] + "\0" + refs[tid]) for tid in reports}
+    pending = [tid for tid in reports if not _finished(log.get(tid), shas[tid], names[tid])]
+    with ending(run, invocation, budget_stops=True) as outcome:
+        asyncio.run(_score_all(cfg, run, invocation, tasks, reports, refs, names, shas, pending, log, progress))
+    per_task = {tid: log[tid]["metrics"] for tid in reports if tid in log}
+    scored_now = sum(1 for tid in pending if tid in log and log[tid]["report_sha"] == shas[tid])
+    run.write_manifest(invocation, started, outcome.status, fields,
+                       {"tasks": len(tasks), "reports": len(reports), "scored": len(per_task)})
+    summary = EvalSummary(str(run.path), outcome.status, len(tasks), len(reports), len(tasks) - len(reports),
+                          scored_now, judge_model, stats.summarise(per_task, resamples, seed),
+                          _judge_use(run, [log[t] for t in per_task]), rejects.summary(), str(run / "report.html"))
+    atomic_write_json(run / "summary.json", asdict(summary))
+    questions = {tid: str(tasks[tid].get("question") or tasks[tid].get("prompt") or "") for tid in per_task}
+    atomic_write_text(run / "report.html", html.run_page(asdict(summary), per_task, questions))
+    return summary
+
+
+def _finished(record: dict[str, Any] | None, sha: str, names: Sequence[str]) -> bool:
+    return (record is not None and record.get("report_sha") == sha and record.get("scorers") == list(names)
+            and all(v is not None for v in record["metrics"].values()))
+
+
+async def _score_all(cfg: Config, run: RunDir, invocation: str, tasks: dict[str, dict[str, Any]],
+                     reports: dict[str, str], refs: dict[str, str], names: dict[str, tuple[str, ...]],
+                     shas: dict[str, str], pending: list[str], log: StageLog[Any], progress: bool) -> None:
+    from rubricforge.llm import LLMClient
+    from rubricforge.rewards.judging import Judge
+
+    client = LLMClient(cfg.llm)
+    slots = asyncio.Semaphore(cfg.reward.concurrency)
+
+    async def one(tid: str, advance: Callable[[int], None]) -> None:
+        judge = Judge(client)  # one per task: its calls are the task's
+        async with slots:
+            got = await asyncio.gather(*(scorers.score(n, judge, tasks[tid], reports[tid], refs[tid] or None,
+                                                       cfg.reward.judge_mode) for n in names[tid]))
+        scores = dict(zip(names[tid], got, strict=True))
+        metrics = {m: v for s in got for m, v in s["metrics"].items()}
+        log.append(tid, {"id": tid, "report_sha": shas[tid], "scorers": list(names[tid]), "scores": scores,
+                         "metrics": metrics, "judge_calls": dict(judge.calls)})
+        advance(1)
+
+    try:
+        with StageBar(progress) as bar:
+            advance = bar.task("scoring", total=len(pending))
+            await asyncio.gather(*(one(tid, advance) for tid in pending))
+    finally:
+        atomic_write_json(run.ledger_path(invocation, "main"), {"ledger": client.ledger.summary()})
+        await client.aclose()
+
+
+def _judge_use(run: RunDir, records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Judge calls per scored task by stage (from the records) and the run's tokens by stage (all invocations)."""
+    calls: dict[str, int] = {}
+    for record in records:
+        for stage, n in record.get("judge_calls", {}).items():
+            calls[stage] = calls.get(stage, 0) + n
+    by_stage = run.manifest().get("ledger", {}).get("by_stage", {})
+    return {"calls_per_task": {s: n / len(records) for s, n in calls.items()} if records else {},
+            "tokens_by_stage": {s: {k: by_stage[s].get(k, 0) for k in ("requests", "prompt_tokens",
+                                                                     "completion_tokens")} for s in by_stage}}
+
+
+# ---------------------------------------------------------------- compare
+
+
+def read_run(path: str | Path) -> dict[str, dict[str, float | None]]:
+    """An evaluation run's per-task metrics; a UserError when ``path`` is not one."""
+    run = RunDir(path, PIPELINE)
+    if not (run / f"{LOG}.jsonl").is_file() or run.manifest().get("pipeline") != PIPELINE:
+        raise UserError(f"{path} is not an evaluation run directory (no tasks.jsonl / manifest)",
+                        "pass folders written by `rubricforge eval --reports ... --run-dir ...`")
+    log: StageLog[Any] = run.log(LOG)
+    return {k: log[k]["metrics"] for k in log.keys()}
+
+
+def compare(run_a: str | Path, run_b: str | Path, out: str | Path | None = None, resamples: int = stats.RESAMPLES,
+            seed: int = 0) -> dict[str, Any]:
+    """Per metric both runs have, :func:`~rubricforge.evaluation.stats.paired` over the tasks both scored;
+    written to ``out`` (default ``<run_b>/compare-<run_a name>``) as ``compare.json`` and ``compare.html``."""
+    a, b = read_run(run_a), read_run(run_b)
+    names = [m for m in dict.fromkeys(m for v in a.values() for m in v) if any(m in v for v in b.values())]
+    if not names or not set(a) & set(b):
+        raise UserError(f"{run_a} and {run_b} share no scored task and metric", "compare runs on the same task set")
+    metrics = {m: stats.paired({t: v.get(m) for t, v in a.items()}, {t: v.get(m) for t, v in b.items()},
+                               resamples, seed) for m in names}
+    folder = Path(out) if out else Path(run_b) / f"compare-{Path(run_a).resolve().name}"
+    result = {"run_a": str(run_a), "run_b": str(run_b), "out": str(folder), "metrics": metrics}
+    atomic_write_json(folder / "compare.json", result)
+    atomic_write_text(folder / "compare.html", html.compare_page(result))
+    return result

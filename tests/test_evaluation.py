@@ -1,0 +1,362 @@
+"""`rubricforge eval`: DeepResearch Bench reports scored with RACE (pointwise and reference-relative) by a
+scripted judge, the rubric judge on tree rows, exact answers on KG rows, resume, the statistics against
+hand-computed values, `eval compare`, the HTML report, and bad input."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from llm_fakes import FakeOpenAI, Reply, litellm_llm_config
+from reward_fixtures import EXAMPLE, RACE, scripted_judge
+from rubricforge.config import load_config
+from rubricforge.corpora.rejects import Rejects
+from rubricforge.errors import UserError
+from rubricforge.evaluation.exact import exact_scores
+from rubricforge.evaluation.report import histogram
+from rubricforge.evaluation.stats import bootstrap_ci, describe, paired, sign_test
+from rubricforge.evaluation.tasks import load_reports, load_tasks, report_text, scorers_for
+from rubricforge.jobs.evaluate import compare, evaluate
+from rubricforge.rewards.race import PointwiseJudgement, score_pointwise
+from rubricforge.schema import RaceRubrics
+from support.cli import assert_user_error, cli
+
+CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
+DATA = Path(__file__).parent / "data"
+DRB_TASKS = DATA / "formats" / "drb_criteria.jsonl"  # tasks 1, 46, 51, 75
+DRB_REPORTS = DATA / "eval" / "drb_claude-3-7-sonnet-latest.jsonl"  # reports of tasks 1, 51, 75
+POINTS = {"comprehensiveness": 8, "insight": 6, "instruction_following": 4, "readability": 2}
+# pointwise RACE with POINTS: sum_d W_d * POINTS[d] / 10 with each task's dimension weights (criteria file)
+POINTWISE = {"1": (0.3 * 8 + 0.36 * 6 + 0.2 * 4 + 0.14 * 2) / 10, "51": (0.3 * 8 + 0.33 * 6 + 0.22 * 4 + 0.15 * 2) / 10,
+             "75": (0.29 * 8 + 0.35 * 6 + 0.22 * 4 + 0.14 * 2) / 10}
+
+
+def race_judge(body: dict) -> Reply:
+    """RACE scripted per dimension: pointwise POINTS; reference-relative 6 (target) vs 4 (reference); other prompts
+    as :func:`reward_fixtures.scripted_judge` answers them."""
+    prompt = "\n".join(str(m.get("content", "")) for m in body["messages"])
+    if "<article>" not in prompt:
+        return scripted_judge(body)
+    criteria = json.loads(re.search(r"<criteria_list>(.*?)</criteria_list>", prompt, re.S).group(1))
+    return Reply(json.dumps({d: [{"criterion": c["criterion"], "score": POINTS[d]} for c in cs]
+                             for d, cs in criteria.items()}))
+
+
+def _cfg(tmp_path, server, **role):
+    return load_config(overrides={"llm": litellm_llm_config(tmp_path, server, **role)})
+
+
+def _config_file(tmp_path, server, **role) -> str:
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump({"llm": litellm_llm_config(tmp_path, server, **role)}))
+    return str(path)
+
+
+def _records(run: Path) -> dict[str, dict]:
+    return {r["key"]: r for r in map(json.loads, (run / "tasks.jsonl").read_text().splitlines())}
+
+
+# ---------------------------------------------------------------- statistics, hand-computed
+
+
+def test_sign_test_exact_values():
+    assert sign_test(8, 2) == pytest.approx(2 * (1 + 10 + 45) / 1024)  # 0.109375
+    assert sign_test(10, 0) == pytest.approx(2 / 1024)
+    assert sign_test(5, 5) == 1.0 and sign_test(0, 0) == 1.0 and sign_test(1, 0) == 1.0
+
+
+def test_bootstrap_with_a_fixed_seed_is_the_percentile_interval_of_the_resampled_means():
+    values = [0.0, 1.0, 1.0, 0.5]
+    idx = np.random.default_rng(7).integers(0, 4, (5, 4))
+    means = sorted(np.asarray(values)[idx].mean(axis=1))
+    # numpy's linear quantile: position q * (n - 1) among the 5 sorted means
+    lo = means[0] + 0.025 * 4 * (means[1] - means[0])
+    hi = means[3] + (0.975 * 4 - 3) * (means[4] - means[3])
+    assert bootstrap_ci(values, resamples=5, seed=7) == pytest.approx((lo, hi))
+    assert bootstrap_ci(values, resamples=5, seed=7) == bootstrap_ci(values, resamples=5, seed=7)
+    assert bootstrap_ci([0.3] * 6) == pytest.approx((0.3, 0.3)) and bootstrap_ci([]) is None
+
+
+def test_bootstrap_interval_matches_the_normal_one_on_a_large_sample():
+    x = np.random.default_rng(1).normal(0.5, 0.1, 400)
+    lo, hi = bootstrap_ci(list(x))
+    half = 1.96 * x.std(ddof=1) / np.sqrt(x.size)
+    assert lo == pytest.approx(x.mean() - half, abs=0.002) and hi == pytest.approx(x.mean() + half, abs=0.002)
+
+
+def test_describe_leaves_unscored_out_and_counts_them():
+    got = describe([0.2, None, 0.4, 0.6])
+    assert got["n"] == 3 and got["unscored"] == 1 and got["mean"] == pytest.approx(0.4)
+    assert got["std"] == pytest.approx(0.2) and got["min"] == 0.2 and got["max"] == 0.6
+    assert describe([None])["mean"] is None and describe([None])["ci_low"] is None
+
+
+def test_paired_difference_win_tie_loss_over_shared_scored_tasks():
+    a = {"t1": 0.5, "t2": 0.5, "t3": 0.5, "t4": 0.2, "t5": None, "only_a": 1.0}
+    b = {"t1": 0.7, "t2": 0.5, "t3": 0.4, "t4": 0.6, "t5": 0.9, "only_b": 0.0}
+    got = paired(a, b)
+    assert got["n"] == 4 and (got["wins"], got["ties"], got["losses"]) == (2, 1, 1)
+    assert got["diff"] == pytest.approx((0.2 + 0 - 0.1 + 0.4) / 4)
+    assert got["mean_a"] == pytest.approx(0.425) and got["mean_b"] == pytest.approx(0.55)
+    assert got["sign_p"] == pytest.approx(1.0) and got["ci_low"] <= got["diff"] <= got["ci_high"]
+    assert got["diffs"] == pytest.approx({"t1": 0.2, "t2": 0.0, "t3": -0.1, "t4": 0.4})
+
+
+# ---------------------------------------------------------------- scorers
+
+
+def test_exact_match_and_token_f1_take_the_best_gold():
+    assert exact_scores("The Eiffel Tower!", ["eiffel tower"]) == {"em": 1.0, "f1": 1.0}
+    got = exact_scores("Paris, France", ["Paris"])
+    assert got["em"] == 0.0 and got["f1"] == pytest.approx(2 / 3)
+    got = exact_scores("It was completed in 1889.", ["1889", "in 1889"])  # 5 tokens; "in 1889" shares 2
+    assert got["em"] == 0.0 and got["f1"] == pytest.approx(2 * 0.4 * 1 / 1.4)
+    assert exact_scores("", ["1889"]) == {"em": 0.0, "f1": 0.0} and exact_scores("x", []) == {"em": 0.0, "f1": 0.0}
+
+
+def test_pointwise_race_weights_criteria_then_dimensions():
+    rubrics = RaceRubrics.model_validate({
+        "query": "q", "dimension_weight": {"comprehensiveness": 0.5, "insight": 0.5, "instruction_following": 0.0,
+                                           "readability": 0.0},
+        "criterions": {d: [{"criterion": f"{d} a", "weight": 1.0}, {"criterion": f"{d} b", "weight": 3.0}]
+                       for d in POINTS}})
+    judged = PointwiseJudgement.model_validate({d: [{"criterion": f"{d} a", "score": 8}, {"criterion": f"{d} b",
+                                                                                           "score": 4}]
+                                                for d in POINTS})
+    got = score_pointwise(judged, rubrics)
+    # S_d = (8*1 + 4*3) / 4 = 5 in both weighted dimensions; the zero-weight ones are left out
+    assert got.target == {"comprehensiveness": 5.0, "insight": 5.0, "overall": 5.0}
+    assert got.value == pytest.approx(0.5) and got.dimensions == {"comprehensiveness": 0.5, "insight": 0.5}
+    short = PointwiseJudgement.model_validate({d: [{"criterion": f"{d} a", "score": 8}] for d in POINTS})
+    assert score_pointwise(short, rubrics).value is None  # a criterion the judge left out: unscored
+
+
+def test_reports_read_drb_and_rubricforge_lines_and_reject_bad_ones(tmp_path):
+    tasks = load_tasks(DRB_TASKS)
+    assert sorted(tasks) == ["1", "46", "51", "75"] and scorers_for(tasks["51"], None) == ("race",)
+    path = tmp_path / "reports.jsonl"
+    path.write_text("\n".join([
+        json.dumps({"id": 51, "prompt": "p", "article": "Plain report."}),
+        json.dumps({"id": "75", "response": "<think>t</think><answer>The answer.</answer>"}),
+        "{oops", json.dumps({"id": 99, "article": "x"}), json.dumps({"id": 51, "article": "again"}),
+        json.dumps({"id": 1}), json.dumps(["a list"]), json.dumps({"id": 1, "article": 3})]) + "\n")
+    rejects = Rejects(tmp_path / "rejects.jsonl")
+    got = load_reports(path, tasks, rejects)
+    rejects.commit()
+    assert got == {"51": "Plain report.", "75": "The answer."}
+    assert rejects.by_reason == {"not valid JSON": 1, "id '99' is not in the task set": 1,
+                                 "a second report for id '51'": 1, "no 'article' or 'response' field": 1,
+                                 "not a JSON object": 1, "'article' is not a string or a list of chat messages": 1}
+    assert report_text("<think>no answer yet</think>") == "" and report_text("<answer>unclosed") == "unclosed"
+    assert report_text([{"role": "user", "content": "q"}, {"role": "assistant", "content": " a report "}]) == "a report"
+
+
+# ---------------------------------------------------------------- the job
+
+
+def test_drb_reports_scored_pointwise_then_resumed_without_a_judge_call(tmp_path):
+    run = tmp_path / "run"
+    with FakeOpenAI(responder=race_judge) as server:
+        cfg = _cfg(tmp_path, server)
+        s = evaluate(cfg, DRB_TASKS, DRB_REPORTS, run, progress=False)
+        calls = server.n_requests
+        summary = json.loads((run / "summary.json").read_text())
+        again = evaluate(cfg, DRB_TASKS, DRB_REPORTS, run, progress=False)
+    assert calls == 3 and server.n_requests == calls and again.scored_now == 0  # one RACE call per report
+    assert (s.status, s.tasks, s.reports, s.missing, s.scored_now) == ("complete", 4, 3, 1, 3)
+    records = _records(run)
+    assert {t: r["metrics"]["race"] for t, r in records.items()} == pytest.approx(POINTWISE)
+    assert records["51"]["metrics"]["race.insight"] == pytest.approx(0.6)
+    assert records["51"]["scores"]["race"]["mode"] == "pointwise" and records["51"]["judge_calls"] == {
+        "race_pointwise": 1}
+    race = summary["metrics"]["race"]
+    assert race["n"] == 3 and race["mean"] == pytest.approx(sum(POINTWISE.values()) / 3)
+    assert min(POINTWISE.values()) - 1e-12 <= race["ci_low"] <= race["mean"] <= race["ci_high"] <= max(
+        POINTWISE.values()) + 1e-12
+    assert summary["metrics"]["race.readability"]["mean"] == pytest.approx(0.2)
+    assert summary["judge"]["calls_per_task"] == {"race_pointwise": 1.0}
+    assert summary["judge"]["tokens_by_stage"]["race_pointwise"] == {"requests": 3, "prompt_tokens": 33,
+                                                                     "completion_tokens": 21}  # 11 + 7 a reply
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["pipeline"] == "eval" and manifest["status"] == "complete" and len(manifest["invocations"]) == 2
+    assert again.metrics == s.metrics
+
+
+def test_a_spent_budget_stops_the_run_with_what_is_finished_and_a_larger_one_resumes(tmp_path):
+    run = tmp_path / "run"
+    with FakeOpenAI(responder=race_judge) as server:  # 18 tokens per answer; one task at a time
+        cfg = load_config(overrides={"llm": {**litellm_llm_config(tmp_path, server), "max_tokens": 1},
+                                     "reward": {"concurrency": 1}})
+        s = evaluate(cfg, DRB_TASKS, DRB_REPORTS, run, progress=False)
+        assert s.status.startswith("stopped: LLM budget reached") and s.metrics["race"]["n"] == 1
+        assert json.loads((run / "manifest.json").read_text())["status"] == s.status
+        more = load_config(overrides={"llm": litellm_llm_config(tmp_path, server), "reward": {"concurrency": 1}})
+        s = evaluate(more, DRB_TASKS, DRB_REPORTS, run, progress=False)
+    assert s.status == "complete" and s.scored_now == 2 and server.n_requests == 3 and s.metrics["race"]["n"] == 3
+
+
+def test_reference_relative_race_and_a_changed_reference_is_rescored_alone(tmp_path):
+    run, refs = tmp_path / "run", tmp_path / "refs.jsonl"
+    refs.write_text("".join(json.dumps({"id": t, "article": f"Reference report {t}."}) + "\n" for t in (1, 51, 75)))
+    with FakeOpenAI(responder=race_judge) as server:
+        cfg = _cfg(tmp_path, server)
+        evaluate(cfg, DRB_TASKS, DRB_REPORTS, run, references=refs, progress=False)
+        assert server.n_requests == 3
+        changed = tmp_path / "changed.jsonl"
+        lines = DRB_REPORTS.read_text().splitlines()
+        first = json.loads(lines[0])
+        changed.write_text("\n".join([json.dumps({**first, "article": "A much shorter report."}), *lines[1:]]) + "\n")
+        with pytest.raises(UserError, match="other settings"):  # another reports file is another system
+            evaluate(cfg, DRB_TASKS, changed, run, references=refs, progress=False)
+        refs.write_text(refs.read_text().replace("Reference report 51.", "A new reference for 51."))
+        s = evaluate(cfg, DRB_TASKS, DRB_REPORTS, run, references=refs, progress=False)
+    assert server.n_requests == 4 and s.scored_now == 1  # only task 51, whose reference changed
+    records = _records(run)
+    assert all(r["metrics"]["race"] == pytest.approx(0.6) for r in records.values())  # 6 / (6 + 4)
+    assert records["51"]["scores"]["race"]["mode"] == "reference"
+    assert records["51"]["scores"]["race"]["reference"]["overall"] == pytest.approx(4.0)
+
+
+def test_a_report_rl_rows_reference_report_makes_race_reference_relative_and_an_empty_report_scores_0(tmp_path):
+    tasks, reports, run = tmp_path / "tasks.jsonl", tmp_path / "reports.jsonl", tmp_path / "run"
+    rows = [{"id": f"r{i}", "question": RACE["query"], "race_rubrics": json.dumps(RACE), "reference_report": "Ref."}
+            for i in (1, 2)]
+    tasks.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    reports.write_text(json.dumps({"id": "r1", "article": "A report."}) + "\n"
+                       + json.dumps({"id": "r2", "response": "<think>out of time</think>"}) + "\n")
+    with FakeOpenAI(responder=race_judge) as server:
+        s = evaluate(_cfg(tmp_path, server), tasks, reports, run, progress=False)
+    assert server.n_requests == 1  # the empty report (no <answer>) is not sent to the judge
+    records = _records(run)
+    assert records["r1"]["scores"]["race"]["mode"] == "reference" and records["r1"]["metrics"]["race"] == pytest.approx(0.6)
+    assert records["r2"]["metrics"] == {"race": 0.0, **{f"race.{d}": 0.0 for d in POINTS}}
+    assert s.metrics["race"]["mean"] == pytest.approx(0.3)
+
+
+def test_rubric_and_exact_scorers_on_tree_and_kg_rows_and_unscored_is_not_zero(tmp_path):
+    tasks, reports, run = tmp_path / "tasks.jsonl", tmp_path / "reports.jsonl", tmp_path / "run"
+    kg = {"id": "kg1", "question": "When was it completed?", "answer": "1889", "answer_aliases": ["in 1889"]}
+    tree = {k: v for k, v in EXAMPLE.items() if k in ("id", "question", "rubrics")}
+    tasks.write_text(json.dumps(tree) + "\n" + json.dumps(kg) + "\n")
+    reports.write_text(json.dumps({"id": "ex1", "response": "The tower is 330 metres tall, finished for the Fair."})
+                       + "\n" + json.dumps({"id": "kg1", "response": "It was completed in 1889."}) + "\n")
+    with FakeOpenAI([Reply(status=503)]) as down:
+        s = evaluate(_cfg(tmp_path, down, max_retries=0), tasks, reports, run, progress=False)
+    assert s.metrics["rubric"]["n"] == 0 and s.metrics["rubric"]["unscored"] == 1  # the judge was down: not 0
+    assert s.metrics["exact.f1"]["mean"] == pytest.approx(0.8 / 1.4) and s.metrics["exact.em"]["mean"] == 0.0
+    with FakeOpenAI(responder=scripted_judge) as server:
+        s = evaluate(_cfg(tmp_path, server), tasks, reports, run, progress=False)
+    assert s.scored_now == 1 and server.n_requests == 3  # only the unscored task, one call per criterion
+    assert s.metrics["rubric"]["mean"] == pytest.approx(1.25 / 1.5) and s.metrics["rubric"]["unscored"] == 0
+    assert _records(run)["ex1"]["scores"]["rubric"]["per_criterion"] == {"c1": 1.0, "c2": 0.5, "c3": 0.0}
+
+
+def test_compare_two_runs_paired_over_shared_tasks(tmp_path):
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps({"id": f"q{i}", "question": f"q{i}?", "answer": f"answer {i}"}) + "\n"
+                             for i in range(10)))
+    runs = {}
+    for name, right in (("a", range(5)), ("b", range(8))):  # B answers 8 of 10 right, A 5 (the same 5 and 3 more)
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text("".join(json.dumps({"id": f"q{i}", "response": f"answer {i}" if i in right else "no idea"})
+                                + "\n" for i in range(10)))
+        with FakeOpenAI() as server:
+            evaluate(_cfg(tmp_path, server), tasks, path, tmp_path / name, progress=False)
+        assert server.n_requests == 0  # exact answers need no judge
+        runs[name] = tmp_path / name
+    got = compare(runs["a"], runs["b"])
+    em = got["metrics"]["exact.em"]
+    assert (em["n"], em["wins"], em["ties"], em["losses"]) == (10, 3, 7, 0)
+    assert em["diff"] == pytest.approx(0.3) and em["mean_a"] == 0.5 and em["mean_b"] == 0.8
+    assert em["sign_p"] == pytest.approx(0.25)  # 2 * (1/2)^3
+    assert 0.0 <= em["ci_low"] <= 0.3 <= em["ci_high"] <= 0.6
+    out = runs["b"] / "compare-a"
+    assert json.loads((out / "compare.json").read_text())["metrics"]["exact.em"]["wins"] == 3
+    page = (out / "compare.html").read_text()
+    assert 'data-chart="paired"' in page and 'data-chart="diffs:exact.em"' in page
+
+
+def test_report_page_has_the_charts_and_escapes_the_data(tmp_path):
+    tasks, reports, run = tmp_path / "tasks.jsonl", tmp_path / "reports.jsonl", tmp_path / "run<b>"
+    tasks.write_text(json.dumps({"id": "<i>1", "question": "<script>alert(1)</script>", "answer": "x"}) + "\n")
+    reports.write_text(json.dumps({"id": "<i>1", "response": "x"}) + "\n")
+    with FakeOpenAI() as server:
+        evaluate(_cfg(tmp_path, server), tasks, reports, run, progress=False)
+    page = (run / "report.html").read_text()
+    assert "<script" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "&lt;i&gt;1" in page
+    assert 'data-chart="means"' in page and 'data-chart="hist:exact.em"' in page
+    assert re.search(r'data-chart="means".*?<rect class="bar" data-value="1"', page, re.S)
+    counts = [int(c) for c in re.findall(r'data-count="(\d+)"', histogram([0.0, 0.05, 0.5, 1.0, 1.0], "h"))]
+    assert counts == [2, 0, 0, 0, 0, 1, 0, 0, 0, 2]
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
+def test_chromium_renders_the_report_charts_and_runs_no_injected_code(tmp_path):
+    tasks, reports, run = tmp_path / "tasks.jsonl", tmp_path / "reports.jsonl", tmp_path / "run"
+    hostile = "<img src=x onerror=\"document.title='pwned'\">"
+    tasks.write_text("".join(json.dumps({"id": f"q{i}", "question": hostile, "answer": "yes"}) + "\n" for i in range(4)))
+    reports.write_text("".join(json.dumps({"id": f"q{i}", "response": "yes" if i else "no"}) + "\n"
+                               for i in range(4)))
+    with FakeOpenAI() as server:
+        evaluate(_cfg(tmp_path, server), tasks, reports, run, progress=False)
+    with tempfile.TemporaryDirectory() as profile:
+        dom = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                              "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                              f"--user-data-dir={profile}", "--dump-dom", (run / "report.html").as_uri()],
+                             capture_output=True, text=True, timeout=120, check=True).stdout
+    title = re.search(r"<title>(.*?)</title>", dom).group(1)
+    assert title.startswith("rubricforge eval · ") and "<img" not in dom  # the hostile text stayed text
+    charts = re.findall(r'<svg class="chart" data-chart="([^"]+)"', dom)
+    assert charts == ["means", "hist:exact.em", "hist:exact.f1"]
+    assert re.search(r'data-chart="means".*?<rect class="bar" data-value="0.75"', dom, re.S)
+    assert [int(c) for c in re.findall(r'data-count="(\d+)"', dom)][:10] == [1, 0, 0, 0, 0, 0, 0, 0, 0, 3]
+
+
+# ---------------------------------------------------------------- the command line
+
+
+def test_cli_scores_and_compares(tmp_path):
+    with FakeOpenAI(responder=race_judge) as server:
+        config = _config_file(tmp_path, server)
+        proc = cli("eval", "--tasks", str(DRB_TASKS), "--reports", str(DRB_REPORTS), "--run-dir",
+                   str(tmp_path / "a"), "-c", config, "-q")
+        assert proc.returncode == 0, proc.stderr
+        proc_b = cli("eval", "-t", str(DRB_TASKS), "-r", str(DRB_REPORTS), "--run-dir", str(tmp_path / "b"), "-c",
+                     config, "-q", "--resamples", "500")
+    assert proc_b.returncode == 0, proc_b.stderr
+    assert "race.insight" in proc.stderr and "3 of 4 tasks have a report (3 scored now)" in proc.stderr
+    assert f"report: {tmp_path / 'a' / 'report.html'}" in proc.stderr
+    cmp = cli("eval", "compare", str(tmp_path / "a"), str(tmp_path / "b"))
+    assert cmp.returncode == 0, cmp.stderr
+    assert "0/3/0" in cmp.stderr and (tmp_path / "b" / "compare-a" / "compare.html").is_file()
+
+
+@pytest.mark.parametrize("args, needles", [
+    (["eval", "--tasks", "TASKS"], ["needs --tasks and --reports"]),
+    (["eval", "--tasks", "missing.jsonl", "--reports", "REPORTS"], ["missing.jsonl"]),
+    (["eval", "--tasks", "TASKS", "--reports", "missing.jsonl"], ["reports file missing.jsonl not found"]),
+    (["eval", "--tasks", "TASKS", "--reports", "TASKS"], ["no line is a report of a task", "4 skipped"]),
+    (["eval", "--tasks", "TASKS", "--reports", "REPORTS", "--scorers", "rouge"], ["unknown scorer 'rouge'"]),
+    (["eval", "--tasks", "TASKS", "--reports", "REPORTS", "--scorers", "exact"],
+     ["task '1' has no 'answer' column (the 'exact' scorer reads it)"]),
+    (["eval", "--tasks", "TASKS", "--reports", "REPORTS", "--references", "PARTIAL"],
+     ["has no reference report for task '51'"]),
+    (["eval", "compare", "TASKS", "REPORTS"], ["is not an evaluation run directory"]),
+])
+def test_bad_input_is_one_line_and_exit_code_2(args, needles, tmp_path, monkeypatch):
+    partial = tmp_path / "partial.jsonl"
+    partial.write_text(json.dumps({"id": 1, "article": "ref"}) + "\n")
+    (tmp_path / "empty").mkdir()
+    monkeypatch.chdir(tmp_path / "empty")
+    swap = {"TASKS": str(DRB_TASKS), "REPORTS": str(DRB_REPORTS), "PARTIAL": str(partial)}
+    assert_user_error(cli(*(swap.get(a, a) for a in args), "--set", "llm.cache_path=")
+                      if args[1] != "compare" else cli(*(swap.get(a, a) for a in args)), *needles)
+    assert not any((tmp_path / "empty").iterdir())  # no run directory left behind by bad input
