@@ -20,7 +20,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from rubricforge.errors import UserError
+from rubricforge.errors import UserError, require_file
 
 ENV_PREFIX = "RUBRICFORGE_"
 NULLS = ("null", "Null", "NULL", "~")
@@ -491,9 +491,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | dict[str,
     """Resolve the config; any mistake becomes a :class:`UserError` naming the key and the fix."""
     data: dict[str, Any] = {}
     if path is not None:
-        p = Path(path)
-        if not p.is_file():
-            raise UserError(f"config file {p} not found", "pass an existing YAML file to --config")
+        p = require_file(path, "config file", "pass an existing YAML file to --config")
         try:
             data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
         except UnicodeDecodeError as exc:

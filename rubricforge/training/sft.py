@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rubricforge.config import Config
-from rubricforge.errors import UserError
+from rubricforge.errors import UserError, require_file
 from rubricforge.extras import needs
 from rubricforge.training.model import load_tokenizer
 
@@ -26,9 +26,7 @@ TABLE_4: dict[str, Any] = dict(num_train_epochs=2, learning_rate=4e-5, lr_schedu
 
 def sft_rows(path: str | Path) -> list[dict[str, Any]]:
     """The trajectories of a JSONL file; a UserError names the first line without usable ``messages``."""
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"trajectories file {path} not found", "pass a JSONL written by `rubricforge rollouts sample`")
+    path = require_file(path, "trajectories file", "pass a JSONL written by `rubricforge rollouts sample`")
     rows = []
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
