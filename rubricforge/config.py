@@ -165,6 +165,11 @@ class BuildConfig(Section):
     min_rubrics: int = Field(5, ge=1)
     keep_decisions: list[Literal["KEEP", "REVISE", "DROP"]] = ["KEEP", "REVISE"]  # pydantic copies it per instance
     rubric_source: Literal["tree", "closed-book", "search"] = "tree"
+    # a tree cut by invalid model answers is built again by the next run (each time the calls the cache cannot
+    # answer are sampled anew) until it is whole or this many rebuilds were made; a tree still cut then becomes
+    # a row unless drop_incomplete_trees
+    invalid_answer_retries: int = Field(2, ge=0)
+    drop_incomplete_trees: bool = False
 
     @field_validator("branching")
     @classmethod

@@ -36,7 +36,9 @@ class ItemsFailed(RunFailed):
     """Work items (e.g. trees) that did not finish because their LLM calls kept failing (timeouts, 429, 5xx) or
     their task raised; every other item is kept, and the same command redoes exactly these."""
 
-    def __init__(self, errors: list[str]):
+    def __init__(self, errors: list[str], exported: str = ""):
+        """``exported``: where the rows the run finished went (a partial export), said after the errors."""
         self.errors = errors
         first = " ".join(errors[0].split())[:300] if errors else ""
-        super().__init__(f"{len(errors)} items failed; re-run the same command to retry them (first: {first})")
+        super().__init__(f"{len(errors)} items failed; re-run the same command to retry them (first: {first})"
+                         + (f"; {exported}" if exported else ""))
