@@ -50,6 +50,10 @@ class RoleConfig(Section):
     max_retries: int = Field(4, ge=0)  # transport retries: timeouts, 429, 5xx
     backoff_s: float = Field(1.0, gt=0)  # first retry pause; doubles per retry, with jitter, at most 60 s
     structured_retries: int = Field(2, ge=0)  # re-prompts with the validation error
+    # how a server is asked for JSON (litellm backend): auto starts at json_schema (or what litellm knows the
+    # provider takes) and steps down on a refusal; json_schema | json_object (with the schema, for a server
+    # with api_base) | plain (the prompt alone; the answer is still validated) is used as set
+    structured: Literal["auto", "json_schema", "json_object", "plain"] = "auto"
     concurrency: int = Field(4, ge=1)  # in-flight requests for this model
     rpm: int | None = Field(None, ge=1)  # requests per minute
     tpm: int | None = Field(None, ge=1)  # tokens per minute
