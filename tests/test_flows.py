@@ -82,7 +82,6 @@ def test_a_second_flow_run_answers_the_trees_from_the_cache(threads):
 
 
 def test_ray_workers_build_the_same_dataset_as_threads(threads, monkeypatch, prefect_server):
-    pytest.importorskip("prefect_ray", reason="Ray is an optional extra: pip install 'rubricforge[ray]'")
     monkeypatch.setenv("PREFECT_API_URL", prefect_server)  # the worker processes report here
     cfg = derive(threads["cfg"], f"run_dir={threads['root'] / 'ray'}", "runner.kind=ray", "runner.workers=2")
     scaled = run_flow(cfg, threads["root"])
