@@ -13,12 +13,13 @@ setup: $(VENV)/.installed
 
 # torch==2.13.0 first: a CPU wheel (on these machines it is on disk); a bare `torch` would pull a multi-GB CUDA build.
 # llama-cpp-python compiles from source the first time (about 9 minutes on 2 cores) into $(WHEELHOUSE).
+# ray: not in [all] (a 70 MB wheel and 22 small dependencies, about a minute), but installed here so the Ray runner is tested.
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q "torch==2.13.0"
 	ls $(WHEELHOUSE)/llama_cpp_python-*.whl >/dev/null 2>&1 || $(PIP) wheel -q --no-deps -w $(WHEELHOUSE) $(LLAMA)
-	$(PIP) install -q --find-links $(WHEELHOUSE) -e ".[all,dev]"
+	$(PIP) install -q --find-links $(WHEELHOUSE) -e ".[all,dev,ray]"
 	touch $@
 
 run: setup

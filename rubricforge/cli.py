@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from rubricforge.errors import RunFailed, UserError
+from rubricforge.errors import RunFailed, UserError, require_file
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   help="Build evidence-grounded query–rubric datasets, rewards and RL runs for deep-research agents.")
@@ -252,11 +252,17 @@ def corpus_search(
     index: IndexOpt = None,
 ) -> None:
     """Search the index and print the tool output the agent would see (App. D format)."""
-    from rubricforge.corpora.tools import ToolBox
+    from rubricforge.corpora.tools import ERROR_PREFIX, ToolBox
 
+    blank = next((n for n, q in enumerate(queries, 1) if not q.strip()), None)
+    if blank is not None:
+        raise UserError(f"query {blank} is empty", "pass non-empty queries: rubricforge corpus search \"<query>\"")
     cfg = _config(config, set_, **{"tools.top_k": k, "tools.index_name": index})
     with ToolBox.from_config(cfg, require_scholar=scholar) as tools:
-        typer.echo(tools.scholar(queries) if scholar else tools.search(queries))
+        output = tools.scholar(queries) if scholar else tools.search(queries)
+    if output.startswith(ERROR_PREFIX):  # e.g. -k 0, too many queries, a retrieval server that stopped answering
+        raise UserError(output.removeprefix(ERROR_PREFIX).strip())
+    typer.echo(output)
 
 
 @corpus_app.command("serve")
@@ -285,14 +291,18 @@ def llm_check(
     set_: SetOpt = None,
     role: Annotated[Optional[list[str]], typer.Option("--role", "-r", help="generator | verifier | judge (default: all)")] = None,
 ) -> None:
-    """Print each role's backend and model and one structured test completion."""
+    """Print each role's backend and model and one structured test completion; exit 1 if a role failed."""
     import asyncio
 
     from rubricforge.llm.check import check_roles
 
     cfg = _config(config, set_)
-    for line in asyncio.run(check_roles(cfg, role or ["generator", "verifier", "judge"])):
+    roles = role or ["generator", "verifier", "judge"]
+    lines, failed = asyncio.run(check_roles(cfg, roles))
+    for line in lines:
         typer.echo(line)
+    if failed:
+        raise RunFailed(f"{len(failed)} of {len(roles)} roles gave no valid answer ({', '.join(failed)}); see above")
 
 
 # ---------------------------------------------------------------- config
@@ -476,9 +486,8 @@ def train_from_gguf(
         from rubricforge.llm.local_model import ensure_model
 
         gguf = ensure_model(_config(config, set_).llm.model_dir, EMBEDDED_POLICY)
-    elif not gguf.is_file():
-        raise UserError(f"GGUF file {gguf} not found",
-                        "pass --gguf PATH to a .gguf file, or leave it out for the embedded model")
+    else:
+        require_file(gguf, "GGUF file", "pass --gguf PATH to a .gguf file, or leave it out for the embedded model")
     _console().print(f"policy model: {gguf_to_transformers(gguf, out)}")
 
 

@@ -21,7 +21,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from rubricforge.errors import UserError
+from rubricforge.errors import UserError, require_file
 
 ENV_PREFIX = "RUBRICFORGE_"
 NULLS = ("null", "Null", "NULL", "~")
@@ -51,6 +51,10 @@ class RoleConfig(Section):
     max_retries: int = Field(4, ge=0)  # transport retries: timeouts, 429, 5xx
     backoff_s: float = Field(1.0, gt=0)  # first retry pause; doubles per retry, with jitter, at most 60 s
     structured_retries: int = Field(2, ge=0)  # re-prompts with the validation error
+    # how a server is asked for JSON (litellm backend): auto starts at json_schema (or what litellm knows the
+    # provider takes) and steps down on a refusal; json_schema | json_object (with the schema, for a server
+    # with api_base) | plain (the prompt alone; the answer is still validated) is used as set
+    structured: Literal["auto", "json_schema", "json_object", "plain"] = "auto"
     concurrency: int = Field(4, ge=1)  # in-flight requests for this model
     rpm: int | None = Field(None, ge=1)  # requests per minute
     tpm: int | None = Field(None, ge=1)  # tokens per minute
@@ -167,6 +171,11 @@ class BuildConfig(Section):
     check_coverage: bool = True  # rule check (ours): every clause of the question is checked by a rubric
     keep_decisions: list[Literal["KEEP", "REVISE", "DROP"]] = ["KEEP", "REVISE"]  # pydantic copies it per instance
     rubric_source: Literal["tree", "closed-book", "search"] = "tree"
+    # a tree cut by invalid model answers is built again by the next run (each time the calls the cache cannot
+    # answer are sampled anew) until it is whole or this many rebuilds were made; a tree still cut then becomes
+    # a row unless drop_incomplete_trees
+    invalid_answer_retries: int = Field(2, ge=0)
+    drop_incomplete_trees: bool = False
 
     @field_validator("branching")
     @classmethod
@@ -508,9 +517,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | dict[str,
     """Resolve the config; any mistake becomes a :class:`UserError` naming the key and the fix."""
     data: dict[str, Any] = {}
     if path is not None:
-        p = Path(path)
-        if not p.is_file():
-            raise UserError(f"config file {p} not found", "pass an existing YAML file to --config")
+        p = require_file(path, "config file", "pass an existing YAML file to --config")
         try:
             data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
         except UnicodeDecodeError as exc:

@@ -387,9 +387,11 @@ class RunDir:
         atomic_write_json(self.path / MANIFEST, manifest)
 
     def record_export(self, dataset_dir: str, viewer: str, rows: int) -> None:
-        """Add the export's paths and row count to the manifest."""
+        """Add the export's paths and row count to the manifest, and whether it is partial: the export of a run
+        that did not end ``complete`` (it failed or stopped; a re-run finishes it and exports again)."""
         manifest = self.manifest()
-        manifest.update(dataset_dir=dataset_dir, viewer=viewer, dataset_rows=rows)
+        manifest.update(dataset_dir=dataset_dir, viewer=viewer, dataset_rows=rows,
+                        dataset_partial=manifest.get("status", "complete") != "complete")
         atomic_write_json(self.path / MANIFEST, manifest)
 
     # ---------------------------------------------------------- ledgers

@@ -85,6 +85,10 @@ class EvidenceTree(Record):
     nodes: dict[str, EvidenceNode]
     dropped: list[dict[str, Any]] = Field(default_factory=list)  # children dropped, with reasons
     corpus_hash: str = ""
+    # structured calls whose answer stayed invalid after the re-prompts: each cut something (a node's
+    # statements, a child, a subtree); such a tree is built again on resume (build.invalid_answer_retries)
+    invalid_answers: int = 0
+    attempt: int = 0  # 0 for the first build; a rebuild samples the calls the cache cannot answer anew
 
     def leaves(self) -> list[EvidenceNode]:
         return [n for n in self.nodes.values() if not n.children and n.id != self.root_id]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import derive
-from llm_fakes import FakeOpenAI, litellm_llm_config
+from llm_fakes import FakeOpenAI, Reply, litellm_llm_config
 from pipeline_fake import Faulty, pipeline_answer
 from rubricforge.config import Config
 from rubricforge.errors import ItemsFailed
@@ -67,3 +67,81 @@ def test_faults_then_a_healthy_rerun_give_the_clean_runs_dataset(small_index_cfg
         assert server.n_requests > n_before
     assert resumed.rows == clean.rows
     assert _rows(resumed) == _rows(clean)
+
+
+class CutOneRoot:
+    """The pipeline fake, except that one tree's root decomposition gets an answer that is not JSON (and so
+    stays invalid through the re-prompts) while the request carries a seed in ``bad_seeds``."""
+
+    def __init__(self, bad_seeds: set[int]):
+        self.bad_seeds, self.root = bad_seeds, None
+        self.invalid = 0
+        self.seeds: list[tuple[str, int | None]] = []  # (output name, seed) of every request
+
+    def __call__(self, body: dict) -> Reply:
+        name = body["response_format"]["json_schema"]["name"]
+        self.seeds.append((name, body.get("seed")))
+        first = body["messages"][0]["content"]
+        if name.startswith("Proposal") and "(none: this is the root)" in first:
+            self.root = self.root or first
+            if first == self.root and body.get("seed") in self.bad_seeds:
+                self.invalid += 1
+                return Reply(content="Sub-queries: none, sorry.")
+        return pipeline_answer(body)
+
+
+def test_a_tree_cut_by_invalid_answers_fails_the_run_exports_the_rest_as_partial_then_is_rebuilt(small_index_cfg,
+                                                                                                 tmp_path):
+    cut = CutOneRoot(bad_seeds={0})
+    with FakeOpenAI(responder=cut, keep_requests=False) as server:
+        cfg = derive(_cfg(small_index_cfg, tmp_path, server, "run"), "build.n_trees=2")
+        with pytest.raises(ItemsFailed) as err:
+            build_dataset(cfg, progress=False)
+        line = str(err.value)
+        assert cut.invalid == 3  # the answer and its two re-prompts
+        assert "1 items failed" in line and "1 invalid model answer(s) cut the tree (build 1 of 3)" in line
+        dataset = tmp_path / "run" / "dataset"
+        assert line.endswith(f"the 1 finished row(s) are exported, marked partial: {dataset}")
+        manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+        assert manifest["status"].startswith("failed:") and manifest["dataset_partial"] is True
+        stats = json.loads((dataset / "stats.json").read_text())
+        assert stats["partial"].startswith("failed:") and stats["counts"]["retained"] == 1
+        assert (stats["counts"]["cut_trees"], stats["counts"]["invalid_answers"]) == (1, 1)
+        assert "**Partial export.**" in (dataset / "README.md").read_text()
+        trees = {r["key"]: r["tree"] for r in StageLog(tmp_path / "run" / "trees.jsonl").records()}
+        cut_id = next(k for k, t in trees.items() if t["invalid_answers"])
+        assert len(trees[cut_id]["nodes"]) == 1 and trees[cut_id]["attempt"] == 0
+        assert not any(r["key"].startswith(cut_id) for r in StageLog(tmp_path / "run" / "candidates.jsonl").records())
+
+        cut.seeds.clear()  # the same command: the cut tree is built again, its uncached calls with another seed
+        resumed = build_dataset(cfg, progress=False)
+    assert resumed.summary.status == "complete" and resumed.rows == 2
+    assert (resumed.summary.cut_trees, resumed.summary.computed_now["trees"]) == (0, 1)
+    stage1 = ("Statements", "SentenceSelection", "Proposal", "Ground")
+    assert {seed for name, seed in cut.seeds if name.startswith(stage1)} == {1}  # the root's extraction: cached
+    assert {seed for name, seed in cut.seeds if not name.startswith(stage1)} == {0}  # merge and verdict as set
+    rebuilt = StageLog(tmp_path / "run" / "trees.jsonl").get(cut_id)
+    assert rebuilt["tree"]["invalid_answers"] == 0 and rebuilt["tree"]["attempt"] == 1
+    assert len(rebuilt["tree"]["nodes"]) > 1
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["dataset_partial"] is False and json.loads((Path(resumed.dataset_dir) / "stats.json").read_text(
+        ))["partial"] is None
+
+
+@pytest.mark.parametrize("drop", [False, True])
+def test_a_tree_still_cut_after_its_rebuilds_is_counted_and_kept_or_dropped(small_index_cfg, tmp_path, drop):
+    cut = CutOneRoot(bad_seeds={0, 1})
+    with FakeOpenAI(responder=cut, keep_requests=False) as server:
+        cfg = derive(_cfg(small_index_cfg, tmp_path, server, "run"), "build.n_trees=2",
+                     "build.invalid_answer_retries=1", f"build.drop_incomplete_trees={str(drop).lower()}")
+        with pytest.raises(ItemsFailed):
+            build_dataset(cfg, progress=False)
+        result = build_dataset(cfg, progress=False)  # the rebuild is cut again: no more retries, the run completes
+    s = result.summary
+    assert s.status == "complete" and (s.cut_trees, s.invalid_answers) == (1, 1) and cut.invalid == 6
+    assert "cut 1 by 1 invalid answers" in s.lines(result.rows)[0]
+    assert any("still cut by invalid model answers after 1 rebuild(s)" in w for w in s.warnings)
+    candidates = {c["candidate"]["tree_id"]: c["candidate"] for c in StageLog(tmp_path / "run" / "candidates.jsonl").records()}
+    cut_tree = next(t["key"] for t in StageLog(tmp_path / "run" / "trees.jsonl").records() if t["tree"]["invalid_answers"])
+    dropped = any("build.drop_incomplete_trees" in f for f in candidates[cut_tree]["rule_failures"])
+    assert dropped is drop

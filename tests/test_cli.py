@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from llm_fakes import FakeOpenAI, Reply
 from support.cli import assert_user_error, cli
 from support.replayed import replay_args
 
@@ -49,6 +50,16 @@ def test_a_missing_api_key_is_named(tmp_path):
                "--set", "llm.judge.model=openai/gpt-4o-mini", "--set", "llm.judge.api_key_env=RF_TEST_NO_SUCH_KEY",
                "--set", f"llm.cache_path={tmp_path / 'c.sqlite'}", env={"RF_TEST_NO_SUCH_KEY": ""})
     assert_user_error(proc, "RF_TEST_NO_SUCH_KEY")
+
+
+def test_llm_check_exits_1_when_a_role_gives_no_valid_answer(tmp_path):
+    with FakeOpenAI([Reply(content="Paris, of course.")]) as server:  # never the JSON asked for
+        good = ["--set", f"llm.cache_path={tmp_path / 'c.sqlite'}", "--set", "llm.judge.backend=litellm",
+                "--set", "llm.judge.model=openai/fake-model", "--set", f"llm.judge.api_base={server.api_base}",
+                "--set", "llm.judge.backoff_s=0.01"]
+        proc = cli("llm", "check", "--role", "judge", *good)
+    assert proc.returncode == 1 and "judge: backend=litellm" in proc.stdout and "FAILED" in proc.stdout
+    assert proc.stderr.strip().splitlines() == ["failed: 1 of 1 roles gave no valid answer (judge); see above"]
 
 
 def test_build_then_view_on_replayed_answers(small_index_cfg, tmp_path):

@@ -3,9 +3,12 @@ model", no traceback): the inputs that printed a traceback, and the LLM roles ch
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from llm_fakes import FakeOpenAI
+from reward_fixtures import EXAMPLE
 from rubricforge.corpora.loaders import iter_json_lines
 from rubricforge.corpora.rejects import Rejects
 from rubricforge.errors import UserError
@@ -83,3 +86,18 @@ def test_non_utf8_corpus_lines_are_rejected_as_such(tmp_path):
     rejects = Rejects()
     assert [n for n, _ in iter_json_lines(path, rejects)] == [1]
     assert rejects.by_reason == {"not UTF-8": 1, "invalid JSON": 1}
+
+
+def test_a_directory_where_a_file_belongs_is_named_as_one(tmp_path):
+    folder = tmp_path / "conf.d"
+    folder.mkdir()
+    assert_user_error(cli("config", "--config", str(folder)), str(folder), "is a directory, not a file")
+    dataset = tmp_path / "data.jsonl"
+    dataset.write_text(json.dumps(EXAMPLE) + "\n")
+    assert_user_error(cli("reward", "score", "-d", str(dataset), "-r", str(folder)),
+                      f"responses file {folder} is a directory, not a file")
+
+
+@pytest.mark.parametrize("queries", [[""], ["bees", "  "]], ids=["empty", "blank-second"])
+def test_corpus_search_with_a_blank_query_exits_2(queries):
+    assert_user_error(cli("corpus", "search", *queries), "is empty", "non-empty")

@@ -213,3 +213,25 @@ def test_rows_without_id_name_the_converter(tmp_path):
     with pytest.raises(UserError, match=r"has no 'id'.*rubricforge convert"):
         load_examples(path)  # training reads rubricforge rows only: the error names the converter
     assert list(load_examples(path, adapt=to_rubricforge_rows)) == ["0"]
+
+
+def test_the_judge_sees_type_and_evidence_only_through_views_that_keep_them(tmp_path):
+    """The README's scoring table: a rubricforge row shows the judge each criterion's type and a factual one's
+    evidence; the same row through the DR Tulu view shows its title and description only (the format has
+    no place for more), which is why the two views score the same responses differently."""
+    from reward_fixtures import EXAMPLE
+    from rubricforge.export.convert import get_format
+    from rubricforge.rewards.rubric_reward import criteria_from, criterion_text
+
+    def judge_views(row: dict) -> list[str]:
+        return [criterion_text(c) for c in criteria_from(row["rubrics"])]
+
+    native = judge_views(EXAMPLE)
+    assert native[0] == ("ID: c1\nType: factual\nDescription: States the height of 330 metres.\n"
+                         "Evidence:\n- The Eiffel Tower is 330 metres tall.")
+    path = tmp_path / "drtulu.jsonl"
+    path.write_text(json.dumps(get_format("drtulu").from_rubricforge(EXAMPLE)) + "\n")
+    [row], _ = to_rubricforge_rows(path, [json.loads(path.read_text())])
+    via_drtulu = judge_views(row)
+    assert via_drtulu[0] == "ID: c1\nTitle: c1 factual\nDescription: States the height of 330 metres."
+    assert all("Type:" not in v and "Evidence:" not in v for v in via_drtulu)

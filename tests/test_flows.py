@@ -82,7 +82,6 @@ def test_a_second_flow_run_answers_the_trees_from_the_cache(threads):
 
 
 def test_ray_workers_build_the_same_dataset_as_threads(threads, monkeypatch, prefect_server):
-    pytest.importorskip("prefect_ray", reason="Ray is an optional extra: pip install 'rubricforge[ray]'")
     monkeypatch.setenv("PREFECT_API_URL", prefect_server)  # the worker processes report here
     cfg = derive(threads["cfg"], f"run_dir={threads['root'] / 'ray'}", "runner.kind=ray", "runner.workers=2")
     scaled = run_flow(cfg, threads["root"])
@@ -247,3 +246,23 @@ def test_each_roles_limit_holds_across_dask_workers_when_roles_share_a_model_and
         server.hold(5, 16)  # answered only once 5 are in flight: reached when the limits do not hold across workers
         llm_flow(derive(cfg, "runner.llm_limits=process"), tasks=4, calls=calls)
         assert server.max_in_flight_by["generator"] > 1 or server.max_in_flight_by["verifier"] > 3
+
+
+def test_a_cut_tree_is_rebuilt_by_its_task_retry_and_a_still_cut_one_fails_the_flow_with_a_partial_export(
+        small_index_cfg, tmp_path):
+    from llm_fakes import FakeOpenAI
+    from rubricforge.errors import ItemsFailed
+    from test_build_faults import CutOneRoot, _cfg
+
+    cut = CutOneRoot(bad_seeds={0, 1})  # the first build and the task's one retry are both cut
+    with FakeOpenAI(responder=cut, keep_requests=False) as server:
+        cfg = derive(_cfg(small_index_cfg, tmp_path, server, "run"), "build.n_trees=2", "runner.retry_delay_s=0",
+                     "runner.task_retries=1", "build.invalid_answer_retries=2")
+        with pytest.raises(ItemsFailed) as err:
+            run_flow(cfg, tmp_path)
+        assert "cut the tree (build 2 of 3)" in str(err.value) and cut.invalid == 6
+        assert str(err.value).endswith(f"the 1 finished row(s) are exported, marked partial: {tmp_path / 'run' / 'dataset'}")
+        manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+        assert manifest["dataset_partial"] is True and manifest["dataset_rows"] == 1
+        done = run_flow(cfg, tmp_path)  # the third build samples with seed 2: whole
+    assert done.summary.status == "complete" and done.rows == 2 and done.summary.cut_trees == 0

@@ -16,7 +16,7 @@ from rubricforge.llm.client import LLMResult
 from rubricforge.pipelines.kg.extract import extract
 from rubricforge.pipelines.kg.filters import run_filters
 from rubricforge.pipelines.kg.longform import write_longform
-from rubricforge.pipelines.kg.questions import facts, uncovered_hops, write_question
+from rubricforge.pipelines.kg.questions import answer_words_in, facts, uncovered_hops, write_question
 from rubricforge.rubric_gen.race import LongFormAnswer, to_race
 from rubricforge.schema import KGEdge, KGExample, KGPath, Passage, Snippet
 
@@ -84,9 +84,26 @@ def test_question_steps_and_the_deterministic_drops():
     leak = run(write_question(PATH, ALIASES, Scripted({"question": "Is Mount Godwin-Austen in the Karakoram?"},
                                                       {"question": "Is Mount Godwin-Austen in the Karakoram?"}), 100))
     assert leak["drop"] == "question names the answer (Mount Godwin-Austen)"
+    words = run(write_question(PATH, ALIASES, Scripted({"question": "Which Austen, the mount of Godwin, is it?"},
+                                                       {"question": "Which Austen, the mount of Godwin, is it?"}), 100))
+    assert words["drop"] == "question contains the answer's words (Mount Godwin-Austen)"
     hidden = run(write_question(PATH, ALIASES, Scripted({"question": "Which Kashmir peak is in the Karakoram?"},
                                                         {"question": "Which Kashmir peak is in the Karakoram?"}), 100))
     assert hidden["drop"] == "question names an intermediate entity (Kashmir)"
+
+
+@pytest.mark.parametrize("question, forms, given", [
+    # the default KG build's one retained row (issue 28): its answer, reordered and split by another word
+    ("What is the name of the visible light spectrum that is produced by splitting a star with a prism or "
+     "diffraction grating?", ["Visible spectrum"], "Visible spectrum"),
+    ("Which empire's rulers built the Colosseum in Rome?", ["The Roman Empire"], None),  # "roman" is not "rome"
+    ("Which states of the union did the war divide?", ["United States"], None),  # "united" is missing
+    ("Which states were united by the treaty?", ["United States"], "United States"),
+    ("Which river of Paris floods?", ["Paris"], None),  # one word: names_in's case
+    ("Which mountains of the Karakoram are highest?", ["Karakoram Mountains", "K2"], "Karakoram Mountains"),
+])
+def test_answer_words_in_the_question(question, forms, given):
+    assert answer_words_in(question, forms) == given
 
 
 def test_a_failed_generator_call_is_recorded_not_filled_in():

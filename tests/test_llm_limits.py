@@ -52,8 +52,8 @@ def test_tokens_per_minute_bucket_charges_the_real_use_after_the_estimate(clock)
 def test_llm_check_reports_backend_model_and_a_structured_answer(tmp_path):
     with FakeOpenAI() as server:
         cfg = Config(llm=LLMConfig.model_validate(litellm_llm_config(tmp_path, server)))
-        lines = asyncio.run(check_roles(cfg, ["judge"]))
-    assert len(lines) == 1 and len(server.requests) == 1
+        lines, failed = asyncio.run(check_roles(cfg, ["judge"]))
+    assert len(lines) == 1 and failed == [] and len(server.requests) == 1
     assert lines[0].startswith(f"judge: backend=litellm model=openai/fake-model api_base={server.api_base}")
     assert 'ok {"capital": "Paris"}' in lines[0] and "11+7 tokens" in lines[0]
     assert not (tmp_path / "llm-cache.sqlite").exists()  # the check bypasses the cache

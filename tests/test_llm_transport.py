@@ -51,15 +51,34 @@ def test_bad_request_is_not_retried(model, tmp_path):
     assert not res.ok and "prompt is malformed" in res.error and len(server.requests) == 1
 
 
-def test_server_refusing_json_schema_steps_down_to_json_object(model, tmp_path):
-    script = [Reply(status=400, error="response_format type json_schema is not supported"), Reply()]
-    with FakeOpenAI(script) as server:
+# llama-cpp-python's own server (python -m llama_cpp.server) refuses json_schema with HTTP 500 and this body
+LLAMA_CPP_SERVER_REFUSAL = ("1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', "
+                            "'type'), 'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema'}")
+
+
+@pytest.mark.parametrize("status, error", [(400, "response_format type json_schema is not supported"),
+                                           (500, LLAMA_CPP_SERVER_REFUSAL)], ids=["400", "llama-cpp-server-500"])
+def test_server_refusing_json_schema_steps_down_to_json_object(model, tmp_path, status, error):
+    with FakeOpenAI([Reply(status=status, error=error), Reply()]) as server:
         client = _client(tmp_path, server, model=model)
         first = asyncio.run(client.generate("generator", MSG, output=Capital, stage="s"))
         second = asyncio.run(client.generate("generator", MSG + MSG, output=Capital, stage="s"))
     assert first.ok and second.ok
-    assert [r.get("response_format", {}).get("type") for r in server.requests] == [
-        "json_schema", "json_object", "json_object"]  # remembered for the model
+    formats = [r.get("response_format", {}) for r in server.requests]
+    assert [f.get("type") for f in formats] == ["json_schema", "json_object", "json_object"]  # no retries; remembered
+    assert formats[1]["schema"] == Capital.model_json_schema()  # a self-hosted server gets the schema as a grammar
+
+
+@pytest.mark.parametrize("mode, sent", [("json_object", "json_object"), ("plain", None)])
+def test_a_set_structured_mode_is_used_as_set_and_never_stepped_down(model, tmp_path, mode, sent):
+    with FakeOpenAI([Reply()]) as server:
+        res = asyncio.run(_client(tmp_path, server, model=model, structured=mode).generate(
+            "generator", MSG, output=Capital, stage="s"))
+    assert res.ok and server.requests[0].get("response_format", {}).get("type") == sent
+    with FakeOpenAI([Reply(status=400, error="response_format json_object is not supported")]) as server:
+        res = asyncio.run(_client(tmp_path, server, model=model, structured="json_object").generate(
+            "generator", MSG, output=Capital, stage="s"))
+    assert not res.ok and len(server.requests) == 1 and "json_object is not supported" in res.error
 
 
 def test_concurrency_limit_holds_at_the_server(tmp_path):

@@ -68,6 +68,24 @@ def test_unscored_responses_are_retried_by_the_next_run(tmp_path, files):
     assert json.loads((tmp_path / "responses.scores.summary.json").read_text())["rewards"]["rubric"]["unscored"] == 0
 
 
+def test_scoring_nothing_is_not_a_success(tmp_path, files):
+    """No line names a dataset example: exit 2 naming the reason. Every judge call failed: exit 1."""
+    dataset, _ = files
+    strangers = tmp_path / "strangers.jsonl"
+    strangers.write_text("".join(json.dumps({"id": f"other{i}", "response": ROLLOUT}) + "\n" for i in range(3)))
+    assert_user_error(cli("reward", "score", "-d", str(dataset), "-r", str(strangers), "--set", "llm.cache_path="),
+                      f"nothing to score in {strangers}", "all 3 lines were rejected",
+                      "id 'other0' is not in the dataset")
+    answered = tmp_path / "answered.jsonl"
+    answered.write_text(json.dumps({"id": "ex1", "response": ROLLOUT}) + "\n")
+    with FakeOpenAI([Reply(status=503)]) as down:
+        proc = cli("reward", "score", "-d", str(dataset), "-r", str(answered), "-c",
+                   _config(tmp_path, down, max_retries=0), "-q", "--rewards", "rubric")
+    assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1].startswith(
+        "failed: no reward could be computed for any of the 1 responses")
+    assert json.loads((tmp_path / "answered.scores.summary.json").read_text())["rewards"]["rubric"]["unscored"] == 1
+
+
 def test_audit_prints_variance_and_agreement(tmp_path, files):
     dataset, responses = files
     with FakeOpenAI(responder=scripted_judge) as server:

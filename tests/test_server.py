@@ -78,6 +78,12 @@ def test_retrieve_with_scores_and_default_topk(http, cfg):
     assert http.post("/retrieve", json={"queries": [], "topk": 3}).json() == {"result": []}
 
 
+def test_a_blank_query_among_others_finds_nothing_and_leaves_the_others_alone(http):
+    alone = http.post("/retrieve", json={"queries": ["Bayeux Tapestry"], "topk": 2}).json()["result"]
+    mixed = http.post("/retrieve", json={"queries": [" ", "Bayeux Tapestry", ""], "topk": 2}).json()["result"]
+    assert mixed == [[], alone[0], []] and len(alone[0]) == 2
+
+
 def test_bad_requests_are_rejected(http):
     assert http.post("/retrieve", json={"queries": ["x"], "topk": MAX_TOPK + 1}).status_code == 422
     assert http.post("/retrieve", json={"query": "x"}).status_code == 422

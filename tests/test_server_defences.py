@@ -1,5 +1,6 @@
-"""``corpus serve`` defends itself: 413 above the configured body size, 422 for empty or lone-surrogate
-queries, and a burst of 500 concurrent loopback requests is answered in full."""
+"""``corpus serve`` defends itself: 413 above the configured body size, 422 for lone-surrogate queries
+(and blank ones on /scholar), 200 with nothing found for a blank query on the peers' routes, and a burst
+of 500 concurrent loopback requests is answered in full."""
 
 from __future__ import annotations
 
@@ -38,12 +39,24 @@ def test_bodies_above_the_limit_get_413(small_index_cfg):
     assert streamed.status_code == 413 and "tools.server_max_body_bytes" in streamed.text
 
 
-@pytest.mark.parametrize("body", [LONE_SURROGATE, b'{"queries": [""]}', b'{"queries": ["  "]}',
-                                  b'{"urls": ["\\udfff"]}'], ids=["surrogate", "empty", "blank", "url-surrogate"])
-def test_empty_or_surrogate_queries_get_422(small_index_cfg, body):
-    path = "/access" if b"urls" in body else "/retrieve"
+@pytest.mark.parametrize(("path", "body"), [("/retrieve", LONE_SURROGATE), ("/scholar", b'{"queries": [""]}'),
+                                            ("/scholar", b'{"queries": ["  "]}'), ("/access", b'{"urls": ["\\udfff"]}')],
+                         ids=["surrogate", "scholar-empty", "scholar-blank", "url-surrogate"])
+def test_surrogate_or_blank_scholar_queries_get_422(small_index_cfg, path, body):
     resp = _ask(create_app(small_index_cfg), "POST", path, content=body, headers={"content-type": "application/json"})
     assert resp.status_code == 422
+
+
+@pytest.mark.parametrize("query", ["", "  \n"], ids=["empty", "blank"])
+def test_a_blank_query_finds_nothing_for_asearchers_client(small_index_cfg, query):
+    """ASearcher's client posts {"queries": [q], "topk": k, "return_scores": ...} to /retrieve and retries any
+    answer but 200 ten times, 10 s apart: a blank query gets 200 and an empty result list, not 422."""
+    app = create_app(small_index_cfg)
+    for scores in (False, True):
+        resp = _ask(app, "POST", "/retrieve", json={"queries": [query], "topk": 3, "return_scores": scores})
+        assert (resp.status_code, resp.json()) == (200, {"result": [[]]})
+    search = _ask(app, "POST", "/search", json={"query": query, "n_docs": 3})  # OpenScholar's API likewise
+    assert search.status_code == 200 and search.json()["results"]["passages"] == [[]]
 
 
 @pytest.mark.slow

@@ -26,9 +26,12 @@ Endpoints (field names as in ASearcher's ``tools/local_retrieval_server.py`` and
 The server does no leakage filtering and keeps no snippet store: those belong to each client's
 ToolBox (``tools.server_url``), so one server can serve many rollouts with different questions.
 
-Defences: a request body above ``tools.server_max_body_bytes`` gets 413 before it is read whole; an
-empty query, or a query or url that is not valid Unicode text (a lone surrogate), gets 422; at most
-``MAX_QUERIES`` queries or urls per request. ``benchmarks/server_burst.py`` measures a burst of
+Defences: a request body above ``tools.server_max_body_bytes`` gets 413 before it is read whole; a
+query or url that is not valid Unicode text (a lone surrogate) gets 422; at most ``MAX_QUERIES`` queries
+or urls per request. An empty or blank query gets an empty result list on ``/retrieve`` (200), as from
+ASearcher's own server (its client retries any other status 10 times 10 s apart, so a policy that writes
+``<search></search>`` would lose 100 s per call), and on OpenScholar's ``/search``; ``/scholar``, which
+only rubricforge's own client calls, answers it with 422. ``benchmarks/server_burst.py`` measures a burst of
 concurrent requests.
 """
 
@@ -73,9 +76,20 @@ def _text(values: list[str], what: str, empty_ok: bool = False) -> list[str]:
 
 
 class RetrieveRequest(BaseModel):
+    """``/retrieve``: a blank query is allowed and finds nothing."""
+
     queries: list[str] = Field(max_length=MAX_QUERIES)
     topk: int | None = Field(None, ge=0, le=MAX_TOPK)
     return_scores: bool = False
+
+    @field_validator("queries")
+    @classmethod
+    def _queries(cls, v: list[str]) -> list[str]:
+        return _text(v, "query", empty_ok=True)
+
+
+class ScholarRequest(RetrieveRequest):
+    """``/scholar``: every query must be non-blank."""
 
     @field_validator("queries")
     @classmethod
@@ -197,11 +211,16 @@ def create_app(cfg: Config) -> FastAPI:
         return JSONResponse({"detail": [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", ""))}
                                         for e in exc.errors()]}, status_code=422)
 
+    def search(name: str, queries: list[str], k: int) -> list[list]:
+        """Hits per query; a blank query finds nothing (it is not searched)."""
+        asked = [q for q in queries if q.strip()]
+        found = iter(batchers[name].search(asked, k) if asked else [])
+        return [next(found) if q.strip() else [] for q in queries]
+
     def retrieve(name: str, request: RetrieveRequest) -> dict:
         if name not in retrievers:
             raise HTTPException(404, f"this server has no {name} index (start it with tools.scholar_index_dir set)")
-        k = request.topk or cfg.tools.top_k
-        rows = batchers[name].search(request.queries, k) if request.queries else []
+        rows = search(name, request.queries, request.topk or cfg.tools.top_k)
         if request.return_scores:
             return {"result": [[{"document": passage_record(h.passage), "score": h.score} for h in row]
                                for row in rows]}
@@ -212,14 +231,14 @@ def create_app(cfg: Config) -> FastAPI:
         return retrieve("search", request)
 
     @app.post("/scholar")
-    def scholar_endpoint(request: RetrieveRequest) -> dict:
+    def scholar_endpoint(request: ScholarRequest) -> dict:
         return retrieve("scholar", request)
 
     @app.post("/search")
     def openscholar_endpoint(request: OpenScholarRequest) -> dict:
         name = "scholar" if "scholar" in retrievers else "search"
         queries = [request.query] if isinstance(request.query, str) else request.query
-        rows = batchers[name].search(queries, request.n_docs) if queries else []
+        rows = search(name, queries, request.n_docs)
         return search_answer(request.query, request.n_docs, request.domains, rows)
 
     @app.post("/access")

@@ -103,6 +103,8 @@ def _table6(s: dict[str, Any]) -> str:
         ["Final retained (" + " + ".join(s["keep_decisions"]) + ")", f"{_num(c['retained'])} ({_pct(r['retained'])})",
          "", f"{_num(p['retained'])} ({_pct(p['retained_rate'])})"],
         ["Trees", _num(c["trees"]), "", ""],
+        ["Trees cut by invalid model answers (invalid answers)", f"{_num(c['cut_trees'])} ({_num(c['invalid_answers'])})",
+         "", ""],
         ["Tree depth (configured / reached)", f"{t['depth_configured']} / {_num(t['depth_max'])}", "", _num(p["tree_depth"])],
         ["Nodes per tree", _num(t["nodes_per_tree"]), "", _num(p["nodes_per_tree"])],
         ["Leaves per tree", _num(t["leaves_per_tree"]), "", _num(p["leaves_per_tree"])],
@@ -177,6 +179,9 @@ def render_card(stats: dict[str, Any], layout: Literal["local", "hub"] = "local"
     empty = (f"\n> **This dataset is empty.** {stats['empty_reason']}. Open the viewer (`rubricforge view "
              f"<run dir>`, the folder above this one) to see every tree, candidate and verdict.\n"
              if stats["empty_reason"] else "")
+    partial = (f"\n> **Partial export.** The run did not finish (`{stats['partial']}`): these rows are what it "
+               f"finished. Run the same command again to finish it; its export replaces this one.\n"
+               if stats.get("partial") else "")
     rejects = (f"\n{len(stats['unreadable_records'])} logged record(s) could not be read and were skipped: "
                + "; ".join(stats["unreadable_records"][:10]) + "\n" if stats["unreadable_records"] else "")
     load = "load_from_disk" if layout == "local" else "load_dataset"
@@ -187,7 +192,7 @@ Research questions paired with evidence-grounded rubrics, built by `rubricforge 
 evidence-tree pipeline of DeepRubric (top-down evidence trees → bottom-up query and rubric
 co-generation → deterministic rule checks → KEEP / REVISE / DROP verification). Rubric source:
 `{stats['rubric_source']}`. Retained decisions: {', '.join(stats['keep_decisions'])}.
-{empty}
+{partial}{empty}
 - **Rows:** {_num(c['retained'])} retained of {_num(c['generated'])} generated, from {_num(c['trees'])} evidence
   tree(s); {_num((stats.get('quality') or {}).get('exported', c['retained']))} exported after the quality gates
 - **Corpus snapshot:** `{stats['corpus_hash'] or 'unknown'}` (source `{stats['corpus_source']}`)

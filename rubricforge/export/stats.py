@@ -8,6 +8,10 @@ Definitions (also printed on the dataset card):
   never sent to the verifier), over generated.
 * *revision / drop / keep / unparseable rates* — verifier decisions over verified candidates (in the
   paper every generated example was verified, so its rates share one denominator).
+* *partial* — the run's status when it did not end ``complete`` (it failed or stopped): the rows are
+  what it finished, and a re-run of the same command finishes it and exports again;
+* *cut trees* — trees holding structured calls whose answer stayed invalid after the re-prompts (each
+  cut a node's statements, a child or a subtree; ``EvidenceTree.invalid_answers``);
 * tree statistics are means over all trees; example statistics (selected leaves, passages per
   selected leaf, criteria, factual/logical split) are over the retained rows, and again over all
   generated candidates so a run with few retained rows still shows what was produced.
@@ -88,6 +92,7 @@ def compute_stats(run: RunData) -> dict[str, Any]:
     counts = {
         "trees": len(trees), "nodes": sum(len(t.nodes) for t in trees),
         "leaves": sum(len(leaf_nodes(t)) for t in trees), "dropped_children": sum(len(t.dropped) for t in trees),
+        "cut_trees": sum(1 for t in trees if t.invalid_answers), "invalid_answers": sum(t.invalid_answers for t in trees),
         "generated": n_gen, "generation_errors": sum(1 for c in generated if c.generation_error),
         "rule_failed": rule_failed, "verified": n_ver, "not_verified": n_gen - rule_failed - n_ver,
         "decisions": {d: decisions.get(d, 0) for d in DECISIONS}, "revise_rule_failed": revise_failed,
@@ -99,6 +104,7 @@ def compute_stats(run: RunData) -> dict[str, Any]:
     models = run.models()
     return {
         "run": run.name, "rubric_source": run.source,
+        "partial": None if (status := run.manifest.get("status", "complete")) == "complete" else status,
         "keep_decisions": list(run.cfg.build.keep_decisions), "corpus_hash": run.corpus_hash(),
         "corpus_source": run.cfg.corpus.source,
         "models": {"tree_generation": models.get("generator", run.cfg.llm.generator.model),

@@ -24,8 +24,8 @@ from rubricforge.flows.corpus import index_tasks
 from rubricforge.flows.limits import ensure_limits, shared
 from rubricforge.flows.runners import task_runner
 from rubricforge.flows.workers import release
-from rubricforge.jobs.base import JobResult, check_push, on_driver
-from rubricforge.jobs.tree import TreeOutcome, run_status, tree_outcome
+from rubricforge.jobs.base import JobResult, check_push, on_driver, partial_export
+from rubricforge.jobs.tree import TreeOutcome, export_run, run_status, tree_outcome
 from rubricforge.pipelines.tree.run import STAGES, BuildPlan, BuildSummary, TreeQuota, tree_id_for
 
 with needs("flows"):
@@ -98,7 +98,9 @@ def build_dataset(config_path: str | None = None, overrides: list[str] | None = 
     """
     cfg = resolve(config, config_path, overrides)
     check_push(push_to_hub)
-    return tasks.export(cfg, run_stages(cfg, list(STAGES), invocation), push_to_hub)
+    with partial_export(lambda: export_run(cfg, None)):  # a failed run's finished rows, marked partial
+        summary = run_stages(cfg, list(STAGES), invocation)
+    return tasks.export(cfg, summary, push_to_hub)
 
 
 @flow(name="build_trees")

@@ -11,13 +11,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rubricforge.config import Config
-from rubricforge.errors import BudgetExceeded, UserError
+from rubricforge.errors import BudgetExceeded, ItemsFailed, UserError
 from rubricforge.rundir import RunDir
 
 
@@ -43,6 +43,19 @@ def exported(run_dir: RunDir, summary: Any, export: dict[str, Any], viewer: str 
     result = JobResult(summary, str(export["path"]), str(viewer), int(export["n_examples"]), export.get("pushed_to"))
     run_dir.record_export(result.dataset_dir, result.viewer, result.rows)
     return result
+
+
+@contextlib.contextmanager
+def partial_export(export: Callable[[], JobResult]) -> Iterator[None]:
+    """Around a job's stages: when they end with ItemsFailed, ``export()`` the rows they finished (the card and
+    the manifest mark them partial, as the manifest says the run failed; nothing is pushed) and raise
+    ItemsFailed saying where they went, so they can be looked at before the re-run."""
+    try:
+        yield
+    except ItemsFailed as failure:
+        result = export()
+        raise ItemsFailed(failure.errors, exported=f"the {result.rows} finished row(s) are exported, marked "
+                                                   f"partial: {result.dataset_dir}") from None
 
 
 def on_driver(cfg: Config) -> Config:

@@ -43,7 +43,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from rubricforge.config import Config
-from rubricforge.errors import UserError
+from rubricforge.errors import UserError, require_file
 from rubricforge.pipelines.prompting import render
 from rubricforge.rubric_gen.race import generate_race_rubrics
 from rubricforge.rubric_gen.rubric_sets import read_race_file
@@ -111,8 +111,7 @@ def teacher_mode(cfg: Config) -> Literal["paper", "stepwise"]:
 
 
 def _queries(path: Path) -> list[tuple[str, str]]:
-    if not path.is_file():
-        raise UserError(f"query file {path} not found", "pass a JSONL of {id, query} (or DRB's {id, prompt})")
+    require_file(path, "query file", "pass a JSONL of {id, query} (or DRB's {id, prompt})")
     out = []
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():

@@ -4,7 +4,9 @@ Each scored response is appended at once to the output JSONL (``{"key": "<id>#<l
 "rewards": {name: {"value", ...details}}}``), so an interrupted run keeps what it finished; the same
 command then scores only responses that are missing, or that have an unscored reward (a judge that was
 down is asked again; the LLM cache answers everything it already said). The summary (mean, min, max,
-scored and unscored per reward, judge calls) goes to ``<out>.summary.json``.
+scored and unscored per reward, judge calls) goes to ``<out>.summary.json``. A responses file of which no
+line names a dataset example is a UserError; a run in which no reward could be computed at all (every
+judge call failed) raises RunFailed after writing the summary, so a script sees a non-zero exit.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from rubricforge.config import Config
+from rubricforge.errors import RunFailed, UserError
 from rubricforge.rundir import StageBar
 from rubricforge.corpora.rejects import Rejects
 from rubricforge.export.convert import to_rubricforge_rows
@@ -53,6 +56,11 @@ def score_responses(cfg: Config, dataset: str | Path, responses: str | Path, nam
         rejects.discard()  # no half-written rejects file next to a missing or unreadable input
         raise
     rejects.commit()
+    if not todo:
+        why = (f"all {rejects.total} lines were rejected (first reason: {next(iter(rejects.by_reason))}; all in "
+               f"{rejects.path})" if rejects.total else "it holds no responses")
+        raise UserError(f"nothing to score in {responses}: {why}",
+                        f'give each line the "id" of an example in {dataset} and a "response"')
     check_columns([examples[r.example_id] for r in todo], names, dataset)
     log: StageLog[Any] = StageLog(out or default_out(responses))
     pending = [r for r in todo if not _finished(log.get(r.key), names)]
@@ -60,7 +68,11 @@ def score_responses(cfg: Config, dataset: str | Path, responses: str | Path, nam
     untagged = sum(1 for r in todo if (log.get(r.key) or {}).get("protocol", "") is None)
     summary = ScoreSummary(str(log.path), len(todo), len(pending), _stats(log, todo, names), rejects.summary(),
                            judge_counts, untagged)
-    atomic_write_json(log.path.with_name(f"{log.path.stem}.summary.json"), vars(summary))
+    summary_path = log.path.with_name(f"{log.path.stem}.summary.json")
+    atomic_write_json(summary_path, vars(summary))
+    if not any(s["scored"] for s in summary.rewards.values()):
+        raise RunFailed(f"no reward could be computed for any of the {len(todo)} responses (every judge call "
+                        f"failed?): see {summary_path}; re-run the same command to retry them")
     return summary
 
 

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from rubricforge.config import Config
 from rubricforge.errors import ItemsFailed, UserError
-from rubricforge.jobs.base import JobResult, check_push, ending, exported, on_driver, retryable, status_of
+from rubricforge.jobs.base import (JobResult, check_push, ending, exported, on_driver, partial_export, retryable,
+                                   status_of)
 from rubricforge.pipelines.tree.run import (PIPELINE, BuildSummary, TreeWorker, finish_build, prepare_build,
                                             progress_label, run_trees, tree_ids)
 from rubricforge.rundir import RunDir
@@ -21,10 +22,13 @@ from rubricforge.text import one_line
 
 def build_dataset(cfg: Config, progress: bool = True, push_to_hub: str | None = None) -> JobResult:
     """Run (or resume) the stages in ``cfg.run_dir`` in this process, export the dataset and write the
-    viewer. (``rubricforge build`` runs the same parts as a Prefect flow: :mod:`rubricforge.flows`.)"""
+    viewer (the rows of a run that failed are exported too, marked partial, and not pushed). (``rubricforge
+    build`` runs the same parts as a Prefect flow: :mod:`rubricforge.flows`.)"""
     check_push(push_to_hub)
     cfg = on_driver(cfg)
-    return export_run(cfg, run_build(cfg, progress=progress), push_to_hub)
+    with partial_export(lambda: export_run(cfg, None)):
+        summary = run_build(cfg, progress=progress)
+    return export_run(cfg, summary, push_to_hub)
 
 
 def run_build(cfg: Config, progress: bool = True) -> BuildSummary:
@@ -81,9 +85,10 @@ def run_status(outcomes: list[TreeOutcome]) -> tuple[str, Exception | None]:
     return f"failed: {items}", user or items
 
 
-def export_run(cfg: Config, summary: BuildSummary, push_to_hub: str | None = None) -> JobResult:
-    """Export the stages' output in ``summary.run_dir`` and write the viewer."""
+def export_run(cfg: Config, summary: BuildSummary | None, push_to_hub: str | None = None) -> JobResult:
+    """Export the stages' output in ``cfg.run_dir`` and write the viewer (``summary``: None for the partial
+    export of a failed run)."""
     from rubricforge.export import export_dataset, write_viewer
 
-    export = export_dataset(summary.run_dir, cfg, push_to_hub=push_to_hub)
-    return exported(RunDir(summary.run_dir, PIPELINE), summary, export, write_viewer(summary.run_dir))
+    export = export_dataset(cfg.run_dir, cfg, push_to_hub=push_to_hub)
+    return exported(RunDir(cfg.run_dir, PIPELINE), summary, export, write_viewer(cfg.run_dir))

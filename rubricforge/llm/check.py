@@ -2,7 +2,8 @@
 :func:`preflight`, the configuration checks every command runs before any work.
 
 The check bypasses the cache and any recording, so it really reaches each model. A configuration
-mistake (missing key, unknown model) raises its UserError; a model that answers badly is reported.
+mistake (missing key, unknown model) raises its UserError; a model that answers badly is reported, and
+the command then exits 1.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ class CapitalAnswer(BaseModel):
     capital: str
 
 
-async def check_roles(cfg: Config, roles: list[str]) -> list[str]:
+async def check_roles(cfg: Config, roles: list[str]) -> tuple[list[str], list[str]]:
+    """(one line per role, the roles whose test completion failed)."""
+    failed: list[str] = []
     client = LLMClient(cfg.llm.model_copy(update={"cache_path": "", "record_path": None}))
     lines = []
     try:
@@ -44,9 +47,10 @@ async def check_roles(cfg: Config, roles: list[str]) -> list[str]:
                 lines.append(f"{head} -> ok {json.dumps(res.value.model_dump())} ({stats})")
             else:
                 lines.append(f"{head} -> FAILED: {res.error} (raw: {res.text[:120]!r}; {stats})")
+                failed.append(role)
     finally:
         await client.aclose()
-    return lines
+    return lines, failed
 
 
 def preflight(llm: LLMConfig, roles: list[str]) -> None:

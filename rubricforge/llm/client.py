@@ -80,6 +80,29 @@ def transient_failures() -> Iterator[TransientFailures]:
         _WATCH.reset(token)
 
 
+RESAMPLE_TEMPERATURE = 0.3  # a resample of a role set to temperature 0 (greedy decoding repeats itself)
+_RESAMPLE: ContextVar[int] = ContextVar("rubricforge_resample", default=0)
+
+
+@contextlib.contextmanager
+def resampled(n: int) -> Iterator[None]:
+    """Inside the block a request the cache cannot answer is sent with its seed shifted by ``n`` (and at
+    :data:`RESAMPLE_TEMPERATURE` when its temperature is 0), so a rebuild does not repeat an invalid answer;
+    a valid answer is cached under the original request's key. ``n`` = 0: requests as configured."""
+    token = _RESAMPLE.set(n)
+    try:
+        yield
+    finally:
+        _RESAMPLE.reset(token)
+
+
+def _resample(request: Request) -> Request:
+    n = _RESAMPLE.get()
+    if not n:
+        return request
+    return replace(request, seed=(request.seed or 0) + n, temperature=request.temperature or RESAMPLE_TEMPERATURE)
+
+
 def _check(text: str, output: type[BaseModel] | None) -> tuple[Any, str | None]:
     if output is None:
         return None, (None if text.strip() else "the model returned an empty answer")
@@ -150,7 +173,7 @@ class LLMClient:
                 return LLMResult(ok=True, value=value, text=hit.text, cached=True, model=first.model)
 
         result = LLMResult(ok=False, model=first.model)
-        request = first
+        sent = request = _resample(first)
         for _ in range(role_cfg.structured_retries + 1 if output is not None else 1):
             try:
                 completion = await self._fetch(backend, role_cfg, request)
@@ -169,7 +192,7 @@ class LLMClient:
                     cache.put(first, completion)  # under the first request's key: a re-run hits at once
                 break
             if output is not None:
-                request = replace(first, messages=first.messages + structured.reprompt(
+                request = replace(sent, messages=sent.messages + structured.reprompt(
                     completion.text, result.error, output))
         if not result.ok and result.attempts:
             result.error = f"no valid answer after {result.attempts} attempt(s): {result.error}"

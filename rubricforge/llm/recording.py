@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from rubricforge.errors import UserError
+from rubricforge.errors import UserError, require_file
 from rubricforge.llm.request import Completion, Request
 
 
@@ -26,9 +26,7 @@ def entry(request: Request, completion: Completion) -> dict[str, Any]:
 
 def load(path: str | Path) -> dict[str, dict[str, Any]]:
     """key -> recorded line. A damaged line is a UserError naming the file and line."""
-    p = Path(path)
-    if not p.is_file():
-        raise UserError(f"replay file {p} not found", "set llm.replay_path to a recording made with llm.record_path")
+    p = require_file(path, "replay file", "set llm.replay_path to a recording made with llm.record_path")
     out: dict[str, dict[str, Any]] = {}
     with p.open("rb") as fh:
         for n, line in enumerate(fh, 1):

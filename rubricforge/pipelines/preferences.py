@@ -26,7 +26,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from rubricforge.corpora.rejects import Rejects
-from rubricforge.errors import UserError
+from rubricforge.errors import UserError, require_file
 from rubricforge.extras import needs
 from rubricforge.rundir import atomic_write_text
 from rubricforge.schema import PreferencePair
@@ -39,8 +39,7 @@ SPLITS = ("train", "validation", "test")
 
 def _rows(path: Path) -> Iterator[tuple[int, Any]]:
     """(line or row number, raw record) of a JSONL (1-based lines) or parquet file (0-based rows)."""
-    if not path.is_file():
-        raise UserError(f"preference file {path} not found", "pass an existing .jsonl or .parquet file")
+    require_file(path, "preference file", "pass an existing .jsonl or .parquet file")
     if path.suffix == ".parquet":
         with needs("data"):
             import pyarrow.parquet as pq

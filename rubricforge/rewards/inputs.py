@@ -19,7 +19,7 @@ from typing import Any
 
 from rubricforge.corpora.rejects import Rejects
 from rubricforge.corpora.snippets import SnippetStore
-from rubricforge.errors import UserError
+from rubricforge.errors import UserError, require_file
 from rubricforge.extras import needs
 from rubricforge.schema import Snippet
 
@@ -96,10 +96,7 @@ def _saved_dataset(path: Path) -> Iterator[Any]:
 
 
 def load_responses(path: str | Path, examples: dict[str, dict[str, Any]], rejects: Rejects) -> list[Response]:
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"responses file {path} not found",
-                        'pass a JSONL of {"id": <example id>, "response": ...} lines')
+    path = require_file(path, "responses file", 'pass a JSONL of {"id": <example id>, "response": ...} lines')
     out = []
     with path.open(encoding="utf-8") as fh:
         n = 0

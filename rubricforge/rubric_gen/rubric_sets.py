@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from rubricforge.errors import UserError
+from rubricforge.errors import UserError, require_file
 from rubricforge.schema import Criterion, RaceRubrics
 
 _GENERAL = [
@@ -63,9 +63,7 @@ def race_criteria(rubrics: RaceRubrics) -> list[Criterion]:
 
 def read_race_file(path: str | Path) -> dict[str, RaceRubrics]:
     """query -> RACE rubric from a JSONL of RaceRubrics records or DeepResearch Bench criteria records."""
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"RACE rubric file {path} not found", "pass a JSONL of RACE rubrics (e.g. DRB's criteria.jsonl)")
+    path = require_file(path, "RACE rubric file", "pass a JSONL of RACE rubrics (e.g. DRB's criteria.jsonl)")
     out = {}
     with path.open(encoding="utf-8") as fh:
         for n, line in enumerate(fh, start=1):

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from rubricforge.config import Config
-from rubricforge.errors import UserError
+from rubricforge.errors import UserError, require_file
 from rubricforge.extras import needs
 from rubricforge.rewards.trajectory import parse_trajectory
 from rubricforge.training.model import load_tokenizer
@@ -47,9 +47,7 @@ def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
 
 def sft_rows(path: str | Path) -> list[dict[str, Any]]:
     """The trajectories of a JSONL file; a UserError names the first line without usable ``messages``."""
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"trajectories file {path} not found", "pass a JSONL written by `rubricforge rollouts sample`")
+    path = require_file(path, "trajectories file", "pass a JSONL written by `rubricforge rollouts sample`")
     rows = []
     for n, record in json_lines(path):
         messages = record.get("messages") if isinstance(record, dict) else None

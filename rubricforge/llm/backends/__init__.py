@@ -13,7 +13,9 @@ model goes through litellm.
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
 from typing import Any, Protocol
 
 from rubricforge.config import LLMConfig, RoleConfig
@@ -22,6 +24,7 @@ from rubricforge.llm.request import Completion, Request
 
 MODES = ("json_schema", "json_object", "plain")  # structured-output modes, best first
 DIRECT_PREFIXES = ("openai/", "hosted_vllm/")
+log = logging.getLogger(__name__)
 
 
 class Backend(Protocol):
@@ -73,18 +76,48 @@ def role_api_key(role: str, role_cfg: RoleConfig) -> str | None:
 
 
 def response_format(request: Request, mode: str) -> dict[str, Any] | None:
-    """The OpenAI ``response_format`` for a request in a structured-output mode (None: plain text)."""
+    """The OpenAI ``response_format`` for a request in a structured-output mode (None: plain text). In
+    ``json_object`` mode a self-hosted server (``api_base``) is also sent the schema, which llama.cpp's and
+    llama-cpp-python's servers turn into a grammar."""
     if request.schema is None or mode == "plain":
         return None
     if mode == "json_schema":
         return {"type": "json_schema", "json_schema": {"name": request.schema_name or "output",
                                                        "schema": request.schema, "strict": False}}
-    return {"type": "json_object"}
+    return {"type": "json_object", "schema": request.schema} if request.api_base else {"type": "json_object"}
 
 
-def next_mode(request: Request, mode: str, error_text: str) -> str | None:
-    """The mode to step down to when a server refused ``mode`` with a 400 that names it (else None)."""
-    said = error_text.lower()
-    if request.schema is not None and mode != "plain" and ("response_format" in said or "json_schema" in said):
-        return MODES[MODES.index(mode) + 1]
-    return None
+class StructuredModes:
+    """The structured-output mode of each model and server: ``llm.<role>.structured`` when it is set, else the
+    backend's best guess, stepped down to the next of :data:`MODES` when the server refuses a request with an
+    error that names ``response_format`` or ``json_schema`` — whatever its status code (llama-cpp-python's
+    server answers ``json_schema`` with HTTP 500) — and remembered for the later requests."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._modes: dict[tuple[str, str | None], str] = {}
+
+    def start(self, role_cfg: RoleConfig, best: str) -> None:
+        with self._lock:
+            self._modes.setdefault((role_cfg.model, role_cfg.api_base), best)
+
+    def mode(self, request: Request, role_cfg: RoleConfig) -> str:
+        if role_cfg.structured != "auto":
+            return role_cfg.structured
+        return self._modes.get((request.model, request.api_base), MODES[0])
+
+    def step_down(self, request: Request, role_cfg: RoleConfig, mode: str, error_text: str) -> bool:
+        """True (and the next mode in place) when ``error_text`` refuses ``mode``; never for a set mode."""
+        said = error_text.lower()
+        if (role_cfg.structured != "auto" or request.schema is None or mode == "plain"
+                or ("response_format" not in said and "json_schema" not in said)):
+            return False
+        lower = MODES[MODES.index(mode) + 1]
+        with self._lock:
+            if self._modes.get((request.model, request.api_base)) != mode:
+                return True  # another request stepped down already
+            self._modes[(request.model, request.api_base)] = lower
+        log.warning("%s (llm.%s) at %s refused structured output '%s' (%s); using '%s' (set llm.%s.structured=%s "
+                    "to start there)", request.model, request.role, request.api_base or "the provider", mode,
+                    " ".join(error_text.split())[:160], lower, request.role, lower)
+        return True

@@ -3,19 +3,19 @@ OpenAI-compatible server (``openai/<alias>`` + ``api_base``, e.g. llama.cpp's se
 
 The API key is read from the environment variable named by ``api_key_env`` at each request (never kept).
 Structured output: ``response_format`` with the JSON schema where the provider takes one, else
-``json_object``, else plain text; a server that rejects a mode is stepped down to the next one. litellm's
+``json_object``, else plain text (or ``llm.<role>.structured``); a server that refuses a mode is stepped down
+to the next one (:class:`~rubricforge.llm.backends.StructuredModes`). litellm's
 own retries are off: the client retries transient errors with its backoff.
 """
 
 from __future__ import annotations
 
 import os
-import threading
-from typing import Any
+from typing import Any, NoReturn
 
 from rubricforge.config import RoleConfig
 from rubricforge.errors import UserError
-from rubricforge.llm.backends import next_mode, response_format, role_api_key
+from rubricforge.llm.backends import StructuredModes, response_format, role_api_key
 from rubricforge.llm.errors import RequestFailed, TransientError
 from rubricforge.llm.request import Completion, Request
 _NO_KEY_NEEDED = "no-key"  # sent to a self-hosted server when no key is configured (the SDK insists on one)
@@ -73,8 +73,7 @@ class LiteLLMBackend:
 
     def __init__(self) -> None:
         self.litellm = _litellm()
-        self._lock = threading.Lock()
-        self._modes: dict[tuple[str, str | None], str] = {}
+        self.modes = StructuredModes()
 
     # ------------------------------------------------------------------ configuration checks
 
@@ -94,8 +93,7 @@ class LiteLLMBackend:
                 raise UserError(f"model {role_cfg.model} (llm.{role}) needs {', '.join(missing)} in the environment",
                                 f"export {missing[0]}=..., or name the variable that holds the key with "
                                 f"--set llm.{role}.api_key_env=NAME")
-        with self._lock:
-            self._modes.setdefault((role_cfg.model, role_cfg.api_base), self._best_mode(role_cfg, provider))
+        self.modes.start(role_cfg, self._best_mode(role_cfg, provider))
 
     def _best_mode(self, role_cfg: RoleConfig, provider: str) -> str:
         ll = self.litellm
@@ -133,43 +131,40 @@ class LiteLLMBackend:
         return kwargs
 
     async def complete(self, request: Request, role_cfg: RoleConfig) -> Completion:
-        ll = self.litellm
-        slot = (request.model, request.api_base)
         while True:
-            mode = self._modes.get(slot, "plain")
-            kwargs = self._kwargs(request, role_cfg, mode)
+            mode = self.modes.mode(request, role_cfg)
             try:
-                resp = await ll.acompletion(**kwargs)
+                resp = await self.litellm.acompletion(**self._kwargs(request, role_cfg, mode))
                 break
-            except (ll.Timeout, ll.RateLimitError, ll.APIConnectionError, ll.InternalServerError,
-                    ll.ServiceUnavailableError, ll.BadGatewayError) as exc:
-                raise TransientError(f"{type(exc).__name__}: {exc}", _retry_after(exc)) from None
-            except (ll.AuthenticationError, ll.PermissionDeniedError) as exc:
-                raise UserError(f"{request.model} (llm.{request.role}) refused the API key ({type(exc).__name__})",
-                                f"check the key in {role_cfg.api_key_env or 'the provider environment variable'}"
-                                ) from None
-            except ll.NotFoundError:
-                raise UserError(f"model {request.model} (llm.{request.role}) was not found by the provider"
-                                + (f" at {request.api_base}" if request.api_base else ""),
-                                f"check llm.{request.role}.model (and api_base)") from None
-            except ll.BadRequestError as exc:
-                if (lower := next_mode(request, mode, str(exc))) is not None:
-                    with self._lock:
-                        self._modes[slot] = lower
-                    continue
-                raise RequestFailed(f"{type(exc).__name__}: {exc}") from None
-            except ll.APIError as exc:
-                if (getattr(exc, "status_code", 0) or 0) >= 500:
-                    raise TransientError(f"{type(exc).__name__}: {exc}") from None
-                raise RequestFailed(f"{type(exc).__name__}: {exc}") from None
-            except Exception as exc:  # anything else (a garbled body, ...): retried, then this item fails, not the run
-                raise TransientError(f"{type(exc).__name__}: {exc}") from None
+            except Exception as exc:
+                if not self.modes.step_down(request, role_cfg, mode, str(exc)):  # a refusal of the mode, any status
+                    self._raise(request, role_cfg, exc)
         text = answer_text(resp)
         usage = getattr(resp, "usage", None)
         cost, known = self._cost(resp)
         return Completion(text=text, prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
                           completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
                           cost_usd=cost, cost_known=known)
+
+    def _raise(self, request: Request, role_cfg: RoleConfig, exc: Exception) -> NoReturn:
+        """The error litellm raised, as the client's kind: transient, a configuration mistake, or a failed request."""
+        ll = self.litellm
+        if isinstance(exc, (ll.Timeout, ll.RateLimitError, ll.APIConnectionError, ll.InternalServerError,
+                            ll.ServiceUnavailableError, ll.BadGatewayError)):
+            raise TransientError(f"{type(exc).__name__}: {exc}", _retry_after(exc)) from None
+        if isinstance(exc, (ll.AuthenticationError, ll.PermissionDeniedError)):
+            raise UserError(f"{request.model} (llm.{request.role}) refused the API key ({type(exc).__name__})",
+                            f"check the key in {role_cfg.api_key_env or 'the provider environment variable'}") from None
+        if isinstance(exc, ll.NotFoundError):
+            raise UserError(f"model {request.model} (llm.{request.role}) was not found by the provider"
+                            + (f" at {request.api_base}" if request.api_base else ""),
+                            f"check llm.{request.role}.model (and api_base)") from None
+        if isinstance(exc, ll.BadRequestError):
+            raise RequestFailed(f"{type(exc).__name__}: {exc}") from None
+        if isinstance(exc, ll.APIError) and (getattr(exc, "status_code", 0) or 0) < 500:
+            raise RequestFailed(f"{type(exc).__name__}: {exc}") from None
+        # a 5xx APIError, anything else (a garbled body, ...): retried, then this item fails, not the run
+        raise TransientError(f"{type(exc).__name__}: {exc}") from None
 
     def _cost(self, resp: Any) -> tuple[float, bool]:
         try:

@@ -8,10 +8,11 @@ connection on every request), which cost about 3 ms at 64 requests in flight. Pr
 
 Same contract as the litellm backend: the model name after the prefix is sent; the key comes from the
 variable named by ``api_key_env`` at each request (else ``OPENAI_API_KEY`` / ``HOSTED_VLLM_API_KEY`` if
-set, else no key); structured output starts at ``json_schema`` and steps down when the server refuses
-it; 408 / 429 / 5xx, timeouts, dropped connections, unreadable bodies and answers without a message are
-transient (``Retry-After`` honoured), 401 / 403 / 404 are configuration mistakes, other 4xx fail the
-request. Cost comes from litellm's bundled price table when the model is in it (read once per model).
+set, else no key); structured output starts at ``json_schema`` (or ``llm.<role>.structured``) and steps
+down when the server refuses it (:class:`~rubricforge.llm.backends.StructuredModes`); 408 / 429 / 5xx,
+timeouts, dropped connections, unreadable bodies and answers without a message are transient
+(``Retry-After`` honoured), 401 / 403 / 404 are configuration mistakes, other 4xx fail the request. Cost
+comes from litellm's bundled price table when the model is in it (read once per model).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from rubricforge.config import RoleConfig
 from rubricforge.errors import UserError
-from rubricforge.llm.backends import DIRECT_PREFIXES, next_mode, response_format, role_api_key
+from rubricforge.llm.backends import DIRECT_PREFIXES, StructuredModes, response_format, role_api_key
 from rubricforge.llm.errors import RequestFailed, TransientError
 from rubricforge.llm.request import Completion, Request
 
@@ -77,15 +78,14 @@ class OpenAIHTTPBackend:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._modes: dict[tuple[str, str | None], str] = {}
+        self.modes = StructuredModes()
         self._sessions: dict[asyncio.AbstractEventLoop, tuple[aiohttp.ClientSession, AsyncGenerator[None, None]]] = {}
 
     async def prepare(self, role: str, role_cfg: RoleConfig) -> None:
         role_api_key(role, role_cfg)  # a named variable that is not set: one line now
         if role_cfg.model.startswith("openai/"):
             await asyncio.to_thread(_prices, split_model(role_cfg.model)[1])  # reads the price table off the loop
-        with self._lock:
-            self._modes.setdefault((role_cfg.model, role_cfg.api_base), "json_schema")
+        self.modes.start(role_cfg, "json_schema")
 
     async def _session(self) -> aiohttp.ClientSession:
         """The running loop's session, made on first use. It is closed when the loop shuts down its async
@@ -122,11 +122,10 @@ class OpenAIHTTPBackend:
         return body
 
     async def complete(self, request: Request, role_cfg: RoleConfig) -> Completion:
-        slot = (request.model, request.api_base)
         url = (request.api_base or "").rstrip("/") + "/chat/completions"
         headers = self._headers(request, role_cfg)
         while True:
-            mode = self._modes.get(slot, "json_schema")
+            mode = self.modes.mode(request, role_cfg)
             try:
                 async with (await self._session()).post(url, json=self._body(request, mode), headers=headers,
                                                 timeout=_timeout(role_cfg.timeout_s), proxy=_proxy(url)) as resp:
@@ -138,6 +137,8 @@ class OpenAIHTTPBackend:
             if status == 200:
                 return self._completion(request, body)
             text = _error_text(status, body)
+            if self.modes.step_down(request, role_cfg, mode, text):
+                continue
             if status in TRANSIENT_STATUS or status >= 500:
                 raise TransientError(text, _retry_after(resp.headers))
             if status in (401, 403):
@@ -146,10 +147,6 @@ class OpenAIHTTPBackend:
             if status == 404:
                 raise UserError(f"model {request.model} (llm.{request.role}) was not found at {request.api_base} "
                                 f"(HTTP 404)", f"check llm.{request.role}.model and api_base")
-            if status == 400 and (lower := next_mode(request, mode, text)) is not None:
-                with self._lock:
-                    self._modes[slot] = lower
-                continue
             raise RequestFailed(text)
 
     @staticmethod

@@ -8,8 +8,10 @@
 
 Each step is one structured call; a failed call ends the item with its error recorded (one the provider never
 answered leaves it unfinished: :mod:`.run`). The final
-question is then checked without the LLM: naming the answer (or an alias) or an intermediate entity
-is a drop, and so is missing a hop's condition (MindDR: questions must cover the subgraph's key
+question is then checked without the LLM: naming the answer (or an alias), containing every content word
+of an answer form of two words or more (in any order, other words between: "the visible light spectrum"
+gives away "Visible spectrum"; :func:`answer_words_in`), or naming an intermediate entity is a drop, and
+so is missing a hop's condition (MindDR: questions must cover the subgraph's key
 information) — every hop's evidence must share a content word (compared by its first
 :data:`STEM` letters, the hop's entity names left out) with the question. A start entity still named
 after obfuscation is recorded (``obfuscated_ok`` false), not dropped.
@@ -23,6 +25,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import BaseModel
 
 from rubricforge.llm.structured import max_length
+from rubricforge.pipelines.kg.graph import canonical_key
 from rubricforge.pipelines.prompting import render
 from rubricforge.schema import KGPath
 
@@ -34,6 +37,7 @@ STEM = 5  # content words compare by their first letters ("India" ~ "Indian")
 _STOP = frozenset("""about above after also among and been before being between both from have into its more most
 only other over since some such than that their them then there these they this those through under until very
 what when where which while with would known called located""".split())
+_FUNCTION = frozenset("a an and as at by de del der for from in la le of on or the to von with".split())
 
 
 class Question(BaseModel):
@@ -70,6 +74,23 @@ def uncovered_hops(question: str, path: KGPath) -> list[int]:
 def names_in(text: str, names: list[str]) -> list[str]:
     """The names (case-insensitive, whole words) that ``text`` contains."""
     return [n for n in names if n and re.search(rf"(?<!\w){re.escape(n)}(?!\w)", text, re.IGNORECASE)]
+
+
+def _words(text: str) -> list[str]:
+    """The canonical words of ``text`` (:func:`~rubricforge.pipelines.kg.graph.canonical_key`), a plural's
+    final "s" dropped."""
+    return [w[:-1] if len(w) > 3 and w.endswith("s") else w for w in canonical_key(text).split()]
+
+
+def answer_words_in(question: str, forms: list[str]) -> str | None:
+    """The first answer form of two or more content words that all appear as words in ``question``, in any
+    order and with other words between (a one-word form is :func:`names_in`'s)."""
+    asked = set(_words(question))
+    for form in forms:
+        content = {w for w in _words(form) if w not in _FUNCTION}
+        if len(content) >= 2 and content <= asked:
+            return form
+    return None
 
 
 async def _ask(client: LLMClient, prompt: str, stage: str, max_tokens: int) -> tuple[str | None, str | None]:
@@ -109,8 +130,11 @@ async def write_question(path: KGPath, aliases: dict[str, list[str]], client: LL
         return record
     record["question"] = text
     record["obfuscated_ok"] = not names_in(text, [names[s] for s in path.starts()])
-    if leaked := names_in(text, aliases.get(path.answer, []) + [names[path.answer]]):
+    answers = aliases.get(path.answer, []) + [names[path.answer]]
+    if leaked := names_in(text, answers):
         record["drop"] = f"question names the answer ({leaked[0]})"
+    elif given := answer_words_in(text, answers):
+        record["drop"] = f"question contains the answer's words ({given})"
     elif leaked := names_in(text, hidden):
         record["drop"] = f"question names an intermediate entity ({leaked[0]})"
     elif missed := uncovered_hops(text, path):

@@ -24,7 +24,8 @@ is expanded before the next:
    (App. C.2 step 3); an atomic child becomes a leaf.
 
 Every drop is recorded in ``tree.dropped`` with its reason; a structured call that fails after the
-client's re-prompts is recorded (a node note or a drop), never filled in.
+client's re-prompts is recorded (a node note or a drop), never filled in, and counted in
+``tree.invalid_answers`` (the job builds such a tree again: :mod:`rubricforge.pipelines.tree.run`).
 
 Retrieval and query embedding are CPU work: the ToolBox and the index run them on their own worker
 threads (:meth:`ToolBox.asearch_snippets`, :meth:`CorpusIndex.aembed_queries`), never on the event loop,
@@ -55,7 +56,7 @@ from rubricforge.text import one_line
 
 if TYPE_CHECKING:
     from rubricforge.corpora.tools import ToolBox
-    from rubricforge.llm import LLMClient
+    from rubricforge.llm import LLMClient, LLMResult
 
 MAX_STATEMENTS = 3  # per passage (Fig. 10)
 PROMPT_STATEMENTS = 8  # "Statements (sample, deduped top 8)" (Fig. 9)
@@ -204,7 +205,7 @@ class TreeBuilder:
                         summary=f"{snippet.title}: {' '.join(snippet.text.split())}")
         res = await self.client.generate("generator", _user(prompt), output=Statements, stage="extract",
                                          max_tokens=self.b.node_max_tokens)
-        if not res.ok or res.value is None:
+        if state.failed(res):
             node.notes.append(f"extract failed for passage {snippet.passage_id}: {res.error or 'no output'}")
             return []
         return [EvidenceStatement(text=t, passage_id=snippet.passage_id)
@@ -220,7 +221,7 @@ class TreeBuilder:
                         title=snippet.title, sentences="\n".join(f"[{label}] {s.text}" for label, s in zip(labels, sentences, strict=True)))
         res = await self.client.generate("generator", _user(prompt), output=selection_model(tuple(labels)),
                                          stage="extract", max_tokens=self.b.node_max_tokens)
-        if not res.ok or res.value is None:
+        if state.failed(res):
             node.notes.append(f"extract failed for passage {snippet.passage_id}: {res.error or 'no output'}")
             return []
         by_label = dict(zip(labels, sentences, strict=True))
@@ -266,7 +267,7 @@ class TreeBuilder:
                         statements=json.dumps(statements, ensure_ascii=False), limit=limit)
         res = await self.client.generate("generator", _user(prompt), output=proposal_model(limit), stage="decompose",
                                          max_tokens=self.b.node_max_tokens)
-        if not res.ok or res.value is None:
+        if state.failed(res):
             parent.notes.append(f"decompose failed: {res.error or 'no output'}")
             return []
         queries = _clean(res.value.queries, limit)
@@ -309,13 +310,13 @@ class TreeBuilder:
         does not keep are released for its siblings."""
         snippets = child.retrieved
         try:
-            await self._judge_support(child, snippets)
+            await self._judge_support(state, child, snippets)
         finally:
             state.claimed.difference_update(s.passage_id for s in snippets if s not in (child.snippets or []))
         if child.drop:
             state.drop(child, *child.drop)
 
-    async def _judge_support(self, child: _Child, snippets: list[Snippet]) -> None:
+    async def _judge_support(self, state: _TreeState, child: _Child, snippets: list[Snippet]) -> None:
         if not snippets:
             child.drop = ("ungrounded", "retrieval returned no passage the tree does not already hold")
             return
@@ -327,7 +328,7 @@ class TreeBuilder:
             prompt += "\n" + render("gate", depth=depth, max_depth=self.b.max_depth)
         res = await self.client.generate("generator", _user(prompt), output=grounding_model(tuple(labels), gate),
                                          stage="ground", max_tokens=self.b.node_max_tokens)
-        if not res.ok or res.value is None:
+        if state.failed(res):
             child.drop = ("ground_failed", f"grounding call failed: {res.error or 'no output'}")
             return
         chosen = set(res.value.supporting_ids)
@@ -348,6 +349,15 @@ class _TreeState:
         self.dropped: list[dict[str, Any]] = []
         self.vectors: dict[str, np.ndarray] = {}  # query embeddings, for the redundancy check
         self.claimed: set[str] = set()  # passages held by a node or promised to a child being grounded
+        self.invalid_answers = 0
+
+    def failed(self, res: LLMResult) -> bool:
+        """True when the call gave no valid answer; an invalid one (not a provider failure, which fails the
+        whole tree) is counted."""
+        if res.ok and res.value is not None:
+            return False
+        self.invalid_answers += not res.transient
+        return True
 
     def budget(self) -> int:
         """Nodes this tree may still add."""
@@ -378,4 +388,4 @@ class _TreeState:
     def tree(self) -> EvidenceTree:
         return EvidenceTree(id=self.tree_id, seed_passage_id=self.seed.passage_id, seed_title=self.seed.title,
                             topic=self.seed.topic, root_id="n0", nodes=self.nodes, dropped=self.dropped,
-                            corpus_hash=self.corpus_hash)
+                            corpus_hash=self.corpus_hash, invalid_answers=self.invalid_answers)

@@ -34,6 +34,11 @@ Decisions:
 * An item (tree, candidate, verdict) with an LLM call that failed transiently after its retries
   (timeout, 429, 5xx, dropped connection, empty answer) is not logged: the other trees go on, the
   run ends with :class:`~rubricforge.errors.ItemsFailed`, and the same command redoes just those.
+* A tree cut by invalid model answers (``tree.invalid_answers``: malformed JSON or a schema violation
+  that outlasted the re-prompts) is logged but goes no further: it fails like a transient failure
+  (:class:`TreeCut`), and the next run builds it again, its uncached calls sampled with another seed
+  (:func:`~rubricforge.llm.client.resampled`), at most ``build.invalid_answer_retries`` times. A tree
+  still cut then goes on; ``build.drop_incomplete_trees`` makes its candidate a rule failure.
 * The tree-shaping settings (seed, depth, branching, budgets, corpus, generator model) are
   recorded; resuming a run directory that holds trees made with other settings is refused.
 """
@@ -54,7 +59,8 @@ from pydantic import BaseModel
 from rubricforge.config import Config, LLMConfig
 from rubricforge.errors import UserError
 from rubricforge.llm import LLMClient, LLMResult
-from rubricforge.llm.client import transient_failures
+from rubricforge.llm.client import resampled, transient_failures
+from rubricforge.llm.errors import Unavailable
 from rubricforge.llm.limits import PRIORITY
 from rubricforge.pipelines.prompting import prompt_hashes
 from rubricforge.pipelines.tree.seeds import Seed, load_or_sample_seeds
@@ -73,6 +79,11 @@ RECORDS = {"trees": (EvidenceTree, "tree"), "candidates": (Candidate, "candidate
            "verdicts": (Verification, "verification")}  # each log's record type and field
 
 
+class TreeCut(Unavailable):
+    """A tree cut by invalid model answers, logged and to be built again: like a transient failure, the item is
+    not finished and the same command retries it."""
+
+
 @dataclass
 class BuildSummary:
     """What a build did; the CLI prints it."""
@@ -83,6 +94,8 @@ class BuildSummary:
     nodes: int = 0
     leaves: int = 0
     dropped_children: int = 0  # proposals dropped as redundant or ungrounded
+    cut_trees: int = 0  # trees cut by invalid model answers (EvidenceTree.invalid_answers), built again on resume
+    invalid_answers: int = 0  # over all trees
     candidates: int = 0
     rule_failures: int = 0  # candidates that failed the rule checks (not verified)
     verified: int = 0
@@ -101,7 +114,8 @@ class BuildSummary:
         """What the CLI prints about the stages (``rows``: the exported dataset's)."""
         decisions = ", ".join(f"{k} {v}" for k, v in sorted(self.decisions.items())) or "none"
         tokens = int(self.ledger.get("prompt_tokens", 0)) + int(self.ledger.get("completion_tokens", 0))
-        return [f"{self.status} in {self.seconds:.0f}s: trees {self.trees} (nodes {self.nodes}, leaves {self.leaves}) "
+        cut = f", cut {self.cut_trees} by {self.invalid_answers} invalid answers" if self.cut_trees else ""
+        return [f"{self.status} in {self.seconds:.0f}s: trees {self.trees} (nodes {self.nodes}, leaves {self.leaves}{cut}) "
                 f"· candidates {self.candidates} (rule failures {self.rule_failures}) · verified {self.verified} "
                 f"({decisions}) · dataset rows {rows}"
                 + (f" · {self.retained} of {self.target_rows} wanted rows retained after {self.trees} trees"
@@ -145,9 +159,8 @@ async def run_trees(worker: TreeWorker, seeds: list[Seed], cfg: Config) -> list[
     """The seeds' trees through the three stages, as many and as concurrently as :class:`TreeQuota` allows;
     returns the errors of the trees whose LLM calls failed transiently (the others went on). Any other
     failure cancels the others (their finished items are already logged)."""
-    from rubricforge.llm.errors import Unavailable
-
-    quota, failures, running = TreeQuota(cfg), [], set()
+    quota, failures = TreeQuota(cfg), list[str]()
+    running: set[asyncio.Task[bool]] = set()
 
     async def one(seed: Seed) -> bool:
         try:
@@ -309,6 +322,9 @@ class TreeWorker:
         PRIORITY.set(seed.index)  # this tree's LLM calls wait behind those of the trees admitted before it
         try:
             tree = await self._stage1(seed, "trees" in stages)
+            if "trees" in stages and self._rebuild(tree):
+                raise TreeCut(f"{tree.id}: {tree.invalid_answers} invalid model answer(s) cut the tree (build "
+                              f"{tree.attempt + 1} of {self.cfg.build.invalid_answer_retries + 1})")
             if last >= 1:
                 candidate = await self._stage2(tree, "candidates" in stages)
                 if last >= 2:
@@ -332,14 +348,20 @@ class TreeWorker:
         return UserError(f"{key} has no finished {stage} record in the run directory",
                          f"run the stage before {stage} first (or the whole build)")
 
+    def _rebuild(self, tree: EvidenceTree) -> bool:
+        """Whether a tree cut by invalid answers is to be built again (by the next run, or task retry)."""
+        return tree.invalid_answers > 0 and tree.attempt < self.cfg.build.invalid_answer_retries
+
     async def _stage1(self, seed: Seed, compute: bool) -> EvidenceTree:
         key = tree_id_for(seed)
-        if (done := self.trees.item(key)) is not None:
+        if (done := self.trees.item(key)) is not None and not (compute and self._rebuild(done)):
             return done
         if not compute:
             raise self._missing(key, "trees")
-        with transient_failures() as failures:
+        attempt = done.attempt + 1 if done is not None else 0
+        with transient_failures() as failures, resampled(attempt):
             tree = await self.builder.build(key, seed)
+        tree.attempt = attempt
         failures.check(key)
         self._check_generator()
         self.trees.add(key, tree)
@@ -381,6 +403,9 @@ class TreeWorker:
         failures.check(key)
         self._check_generator()
         check_rules(candidate, tree, self.cfg, embed=self._coverage_embed())
+        if tree.invalid_answers and self.cfg.build.drop_incomplete_trees:
+            candidate.rule_failures.append(f"the tree was cut by {tree.invalid_answers} invalid model answer(s) "
+                                           f"(build.drop_incomplete_trees)")
         self.candidates.add(key, candidate)
         self.computed["candidates"] += 1
         return candidate
@@ -439,6 +464,7 @@ def _summary(cfg: Config, plan: BuildPlan, status: str) -> BuildSummary:
         retained=sum(1 for c, v in verified if is_retained(c, v, cfg)), target_rows=cfg.build.target_rows,
         computed_now={k: int(v) for k, v in totals.get("computed", {}).items() if v},
         ledger=totals.get("ledger", {}).get("total", {}),
+        cut_trees=sum(1 for t in trees if t.invalid_answers), invalid_answers=sum(t.invalid_answers for t in trees),
         seconds=round((datetime.now(timezone.utc) - datetime.fromisoformat(plan.started)).total_seconds(), 1))
     if failed.get("verifier") and not ok.get("verifier"):
         summary.warnings.append(f"the verifier model ({plan.models['verifier']}) returned no valid JSON in "
@@ -449,6 +475,12 @@ def _summary(cfg: Config, plan: BuildPlan, status: str) -> BuildSummary:
     if len(plan.seeds) < cfg.build.n_trees:
         summary.warnings.append(f"the corpus has only {len(plan.seeds)} documents to seed trees "
                                 f"(build.n_trees={cfg.build.n_trees})")
+    if final := sum(1 for t in trees if t.invalid_answers and t.attempt >= cfg.build.invalid_answer_retries):
+        summary.warnings.append(f"{final} tree(s) still cut by invalid model answers after "
+                                f"{cfg.build.invalid_answer_retries} rebuild(s) (build.invalid_answer_retries): their "
+                                + ("candidates fail the rule checks (build.drop_incomplete_trees)"
+                                   if cfg.build.drop_incomplete_trees else
+                                   "rows are kept (set build.drop_incomplete_trees=true to drop them)"))
     return summary
 
 
