@@ -81,7 +81,7 @@ def test_a_build_through_the_server_ends_like_the_embedded_build(api_base, small
     tree cut by an invalid answer is not rebuilt here: one build, as there)."""
     from rubricforge.jobs.tree import run_build
 
-    cfg = derive(_through(small_index_cfg, api_base), "build.n_trees=1", "build.max_nodes=2",
+    cfg = derive(_through(small_index_cfg, api_base), "build.n_trees=1", "build.target_rows=0", "build.max_nodes=2",
                  "build.passages_per_node=1", "build.merge=stepwise", "build.invalid_answer_retries=0",
                  f"run_dir={tmp_path / 'run'}",
                  f"llm.cache_path={tmp_path / 'cache.sqlite'}")
