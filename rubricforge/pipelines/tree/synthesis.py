@@ -228,8 +228,10 @@ class _Stepwise:
             return {"type": "factual", "description": out.description.strip(), "weight": IMPORTANCE[out.importance],
                     "source_leaf_ids": [leaf.id], "evidence": [by_label[e] for e in dict.fromkeys(out.evidence_ids)]}
 
-        return await self._checked("criterion", prompt, criterion_model(tuple(labels)), item, question, written,
-                                   [leaf.id])
+        new = await self._checked("criterion", prompt, criterion_model(tuple(labels)), item, question, written,
+                                  [leaf.id])
+        assert new is not None  # only a logical rubric is ever left out
+        return new
 
     async def _logical(self, root: str, question: str, factual: list[dict[str, Any]], selected: int) -> list[dict[str, Any]]:
         """``build.min_rubrics`` less the factual ones (at least :data:`MIN_LOGICAL`), one call each, the kinds of
