@@ -275,3 +275,22 @@ def test_auto_merge_mode_is_stepwise_for_the_embedded_models_only():
     assert merge_mode(Config.model_validate({"llm": {"generator": {"model": "qwen2.5-coder-0.5b-instruct-q4"}}})) == "stepwise"
     assert merge_mode(Config.model_validate({"llm": {"generator": {"backend": "litellm", "model": "openai/gpt-4o"}}})) == "single"
     assert merge_mode(Config.model_validate({"build": {"merge": "single"}})) == "single"
+
+
+def test_a_stepwise_question_its_rubrics_do_not_check_is_asked_again_once_told_why(tmp_path):
+    import numpy as np
+
+    def words_only(texts):  # orthogonal vectors: only the coverage test's word share decides
+        return np.eye(len(texts))
+
+    off = "Why do honey bees pollinate crops, and what is the history of beekeeping regulation?"
+    on = "How do honey bees pollinate crops, and how does the Varroa mite weaken colonies?"
+    answers = {**STEP_ANSWERS, "merge-question": [{"question": off}, {"question": on}]}
+    capture = Capture(answers)
+    asyncio.run(synthesize(tiny_tree(), capture, STEPWISE, embed=words_only))
+    cand = asyncio.run(synthesize(tiny_tree(), replay_client(tmp_path, capture.calls), STEPWISE, embed=words_only))
+    assert cand.question == on
+    [retry] = [s for s in cand.merge_trace if "rejected" in s and s["step"] == "question"]
+    assert retry["output"] == on and "history of beekeeping regulation" in retry["rejected"][0]
+    retry_prompt = [m[0]["content"] for _, m, _, stage, _ in capture.calls if stage == "merge-question"][1]
+    assert "was rejected" in retry_prompt and "- States that honey bees pollinate" in retry_prompt

@@ -393,7 +393,7 @@ class TreeWorker:
             return done
         with transient_failures() as failures:
             if source == "tree":
-                candidate = await synthesize(tree, self.client, self.cfg)
+                candidate = await synthesize(tree, self.client, self.cfg, embed=self._coverage_embed())
             elif not question.strip():
                 candidate = Candidate(id=key, tree_id=tree.id, rubric_source=source, question="",
                                       generation_error=f"no question to write {source} rubrics for: the tree "

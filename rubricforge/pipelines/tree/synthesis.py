@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from rubricforge.config import Config
 from rubricforge.llm.structured import Str16
 from rubricforge.pipelines.prompting import render
-from rubricforge.pipelines.tree.rules import overlap_failures
+from rubricforge.pipelines.tree.rules import Embed, coverage_failures, overlap_failures
 from rubricforge.pipelines.tree.serialize import serialize_tree
 from rubricforge.rubric_gen.criteria import (MAX_IDS, MAX_RUBRICS, RubricOut, Text, candidate_id, failed_candidate,
                                              to_criteria)
@@ -53,6 +53,7 @@ Importance = Literal["high", "medium", "low"]
 SELECT_MIN, SELECT_MAX = 2, 4  # stepwise: leaves selected (fewer when the tree has fewer leaves with evidence)
 MIN_LOGICAL = 2  # stepwise: logical rubrics written at least
 STEP_RECHECKS = 2  # stepwise: re-asks of a rubric step whose answer fails the duplicate or leak checks
+QUESTION_RECHECKS = 1  # stepwise: re-asks of a question that asks what no rubric checks (rules.coverage_failures)
 
 
 class MergeOutput(BaseModel):
@@ -80,13 +81,14 @@ def merge_mode(cfg: Config) -> Literal["single", "stepwise"]:
     return "stepwise" if cfg.llm.generator.model in MODELS else "single"
 
 
-async def synthesize(tree: EvidenceTree, client: LLMClient, cfg: Config) -> Candidate:
-    """Bottom-up merge of one tree into a question and rubrics (not yet rule-checked)."""
+async def synthesize(tree: EvidenceTree, client: LLMClient, cfg: Config, embed: Embed | None = None) -> Candidate:
+    """Bottom-up merge of one tree into a question and rubrics (not yet rule-checked; ``embed``: the stepwise
+    merge re-asks a question whose clauses its rubrics do not check)."""
     b = cfg.build
     serialized = serialize_tree(tree, max_leaves=b.max_leaves, statements_per_leaf=b.statements_per_leaf,
                                 max_chars=b.max_chars)
     if merge_mode(cfg) == "stepwise":
-        return await _Stepwise(tree, client, cfg, serialized).run()
+        return await _Stepwise(tree, client, cfg, serialized, embed).run()
     cid = candidate_id(tree.id, "tree")
     res = await client.generate("generator", merge_messages(serialized.text), output=MergeOutput, stage="merge")
     if not res.ok or res.value is None:
@@ -160,8 +162,9 @@ class _StepFailed(Exception):
 class _Stepwise:
     """One tree's stepwise merge (see the module docstring)."""
 
-    def __init__(self, tree: EvidenceTree, client: LLMClient, cfg: Config, serialized: Any):
-        self.tree, self.client, self.cfg, self.serialized = tree, client, cfg, serialized
+    def __init__(self, tree: EvidenceTree, client: LLMClient, cfg: Config, serialized: Any, embed: Embed | None):
+        self.tree, self.client, self.cfg, self.serialized, self.embed = tree, client, cfg, serialized, embed
+        self.question_prompt = ""
         self.cid = candidate_id(tree.id, "tree")
         self.trace: list[dict[str, Any]] = []
         self.n = cfg.build.statements_per_leaf
@@ -194,6 +197,11 @@ class _Stepwise:
         rubrics = [Criterion(id=f"R{n}", type=c["type"], description=c["description"], weight=c["weight"],
                              source_leaf_ids=c.get("source_leaf_ids", ids), evidence=c.get("evidence", []))
                    for n, c in enumerate(factual + logical, start=1)]
+        try:
+            question = await self._covered(question, rubrics)
+        except _StepFailed as exc:
+            return Candidate(id=self.cid, tree_id=tree.id, question="", generation_error=str(exc),
+                             merge_trace=self.trace, tree_cut=self.serialized.cut)
         return Candidate(id=self.cid, tree_id=tree.id, rubric_source="tree", question=question, selected_leaf_ids=ids,
                          selection_trace={"mode": "stepwise", "selected_leaf_ids": ids}, merge_trace=self.trace,
                          tree_cut=self.serialized.cut, rubrics=rubrics)
@@ -212,9 +220,26 @@ class _Stepwise:
     async def _question(self, root: str, selected: list[EvidenceNode]) -> str:
         leaves = "\n".join(json.dumps({"id": leaf.id, "query": leaf.query, "evidence": self._statements(leaf)},
                                       ensure_ascii=False) for leaf in selected)
-        out = await self._ask("question", render("merge_question", root=root, leaves=leaves), QuestionOut)
+        self.question_prompt = render("merge_question", root=root, leaves=leaves)
+        out = await self._ask("question", self.question_prompt, QuestionOut)
         question = out.question.strip()
         self.trace.append({"step": "question", "inputs": [leaf.id for leaf in selected], "output": question})
+        return question
+
+    async def _covered(self, question: str, rubrics: list[Criterion]) -> str:
+        """The question, asked again (told which clause no rubric checks, and what the rubrics check) while the rule
+        checks' coverage test fails, at most :data:`QUESTION_RECHECKS` times; the last answer stands."""
+        embed = self.embed
+        for _ in range(QUESTION_RECHECKS if embed is not None else 0):
+            failures = coverage_failures(question, rubrics, embed)
+            if not failures:
+                break
+            checks = "".join(f"- {r.description}\n" for r in rubrics)
+            prompt = (f"{self.question_prompt}\nYour question {json.dumps(question, ensure_ascii=False)} was rejected: "
+                      f"{'; '.join(failures)}. The rubrics check only this:\n{checks}"
+                      "Write one question that asks only about what these rubrics check.")
+            question = (await self._ask("question", prompt, QuestionOut)).question.strip()
+            self.trace.append({"step": "question", "rejected": failures, "output": question})
         return question
 
     async def _criterion(self, question: str, leaf: EvidenceNode, written: list[dict[str, Any]]) -> dict[str, Any]:
