@@ -66,3 +66,17 @@ def test_stage_runs_without_verdicts_ignore_the_row_target():
     quota = TreeQuota(Config(), stages=["trees"])
     quota.start()
     assert not quota.may_start(0)  # n_trees=1 built: a tree alone never makes a row
+
+
+def test_a_tree_whose_calls_failed_is_not_replaced_by_another_seed():
+    from rubricforge.llm.errors import Unavailable
+
+    class Failing(FakeWorker):
+        async def run(self, seed: Seed) -> bool:
+            self.started.append(seed.index)
+            raise Unavailable(f"tree-{seed.index}: HTTP 429")
+
+    cfg = derive(Config(), "build.n_trees=3", "build.tree_concurrency=3")
+    worker = Failing([False] * 10)
+    assert len(asyncio.run(run_trees(worker, seeds(cfg.build.tree_cap()), cfg))) == 3
+    assert sorted(worker.started) == [0, 1, 2]  # the re-run redoes these three; no fourth seed in their place

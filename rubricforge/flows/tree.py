@@ -47,7 +47,8 @@ def trees(cfg: Config, plan: BuildPlan, stages: list[str]) -> list[TreeOutcome]:
         done = next(as_completed(list(running)))
         running.remove(done)
         # result() waits for the final state; done.state may still lag behind it (seen: a retained tree read False)
-        quota.finished(done.result(raise_on_failure=False) is True)
+        result = done.result(raise_on_failure=False)
+        quota.finished(result if isinstance(result, bool) else None)
 
     for seed in plan.seeds:
         while running and not quota.may_start(len(running)):

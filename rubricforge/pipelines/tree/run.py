@@ -133,11 +133,12 @@ class TreeQuota:
     """Which seeds' trees to start, in seed order: while fewer than ``build.n_trees`` trees were started, up to
     ``build.tree_concurrency`` at a time; then only while fewer than ``build.target_rows`` rows are retained,
     with at most as many trees in flight as rows are still missing (so a run asked for one row builds one tree
-    at a time and stops at the first row); never more than :meth:`~rubricforge.config.BuildConfig.tree_cap`.
+    at a time and stops at the first row; a tree that failed counts as a row to come); never more than
+    :meth:`~rubricforge.config.BuildConfig.tree_cap`.
     A run of single stages without the verdicts (the stage flows) works on the first ``build.n_trees`` trees."""
 
     def __init__(self, cfg: Config, stages: Sequence[str] = STAGES):
-        self.b, self.started, self.retained = cfg.build, 0, 0
+        self.b, self.started, self.retained, self.failed = cfg.build, 0, 0, 0
         self.target = self.b.target_rows if "verdicts" in stages else 0  # only a verdict makes a row
 
     def may_start(self, in_flight: int) -> bool:
@@ -145,14 +146,17 @@ class TreeQuota:
             return False
         if self.started < self.b.n_trees:
             return in_flight < self.b.tree_concurrency
-        missing = self.target - self.retained
+        missing = self.target - self.retained - self.failed
         return 0 < missing and in_flight < min(self.b.tree_concurrency, missing)
 
     def start(self) -> None:
         self.started += 1
 
-    def finished(self, retained: bool) -> None:
-        self.retained += bool(retained)
+    def finished(self, retained: bool | None) -> None:
+        """A tree ended: retained as a row, not (False), or failed (None: the re-run redoes it, so no other seed
+        is started in its place)."""
+        self.retained += retained is True
+        self.failed += retained is None
 
 
 async def run_trees(worker: TreeWorker, seeds: list[Seed], cfg: Config) -> list[str]:
@@ -160,14 +164,14 @@ async def run_trees(worker: TreeWorker, seeds: list[Seed], cfg: Config) -> list[
     returns the errors of the trees whose LLM calls failed transiently (the others went on). Any other
     failure cancels the others (their finished items are already logged)."""
     quota, failures = TreeQuota(cfg), list[str]()
-    running: set[asyncio.Task[bool]] = set()
+    running: set[asyncio.Task[bool | None]] = set()
 
-    async def one(seed: Seed) -> bool:
+    async def one(seed: Seed) -> bool | None:
         try:
             return await worker.run(seed)
         except Unavailable as exc:
             failures.append(str(exc))
-            return False
+            return None
 
     async def settle() -> None:
         nonlocal running

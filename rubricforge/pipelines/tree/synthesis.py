@@ -230,7 +230,9 @@ class _Stepwise:
         """The question, asked again (told which clause no rubric checks, and what the rubrics check) while the rule
         checks' coverage test fails, at most :data:`QUESTION_RECHECKS` times; the last answer stands."""
         embed = self.embed
-        for _ in range(QUESTION_RECHECKS if embed is not None else 0):
+        if embed is None:
+            return question
+        for _ in range(QUESTION_RECHECKS):
             failures = coverage_failures(question, rubrics, embed)
             if not failures:
                 break
