@@ -190,14 +190,10 @@ class _Stepwise:
             for leaf in selected:
                 factual.append(await self._criterion(question, leaf, factual))
             logical = await self._logical(root, question, factual, len(selected))
-        except _StepFailed as exc:
-            return Candidate(id=self.cid, tree_id=tree.id, question="", generation_error=str(exc),
-                             merge_trace=self.trace, tree_cut=self.serialized.cut)
-        ids = [leaf.id for leaf in selected]
-        rubrics = [Criterion(id=f"R{n}", type=c["type"], description=c["description"], weight=c["weight"],
-                             source_leaf_ids=c.get("source_leaf_ids", ids), evidence=c.get("evidence", []))
-                   for n, c in enumerate(factual + logical, start=1)]
-        try:
+            ids = [leaf.id for leaf in selected]
+            rubrics = [Criterion(id=f"R{n}", type=c["type"], description=c["description"], weight=c["weight"],
+                                 source_leaf_ids=c.get("source_leaf_ids", ids), evidence=c.get("evidence", []))
+                       for n, c in enumerate(factual + logical, start=1)]
             question = await self._covered(question, rubrics)
         except _StepFailed as exc:
             return Candidate(id=self.cid, tree_id=tree.id, question="", generation_error=str(exc),
