@@ -242,6 +242,26 @@ def test_a_clause_no_rubric_checks_fails_coverage_and_a_covered_one_passes():
     assert failure.startswith("question clause 'what are the failures of beekeeping regulation' is checked by no rubric")
 
 
+def test_a_question_narrowed_to_its_covered_clauses_keeps_its_first_clause_and_connectors():
+    from rubricforge.pipelines.tree.rules import coverage_failures, narrowed_question
+
+    def orthogonal(texts):
+        import numpy as np
+
+        return np.eye(len(texts))
+
+    rubrics = [Criterion(id="R1", description="States that Philip Glass composed Einstein on the Beach.", weight=1.0),
+               Criterion(id="R2", description="Explains how minimalism uses repeated phrases.", weight=1.0)]
+    question = ("What are some of Philip Glass's most famous works, when was he born, and how does minimalism use "
+                "repeated phrases?")
+    narrowed = narrowed_question(question, rubrics, orthogonal)
+    assert narrowed == "What are some of Philip Glass's most famous works, and how does minimalism use repeated phrases?"
+    assert coverage_failures(narrowed, rubrics, orthogonal) == []
+    assert narrowed_question(narrowed, rubrics, orthogonal) is None  # nothing left to leave out
+    assert narrowed_question("When was the composer born, and how does minimalism use repeated phrases?", rubrics,
+                             orthogonal) is None  # the first clause names the subject: no repair
+
+
 @pytest.mark.slow
 def test_coverage_with_minilm_rejects_the_clergy_question_and_keeps_the_moth_question():
     """The two calibration cases of the module docstring, with the real embedding model."""

@@ -294,3 +294,22 @@ def test_a_stepwise_question_its_rubrics_do_not_check_is_asked_again_once_told_w
     assert retry["output"] == on and "history of beekeeping regulation" in retry["rejected"][0]
     retry_prompt = [m[0]["content"] for _, m, _, stage, _ in capture.calls if stage == "merge-question"][1]
     assert "was rejected" in retry_prompt and "- States that honey bees pollinate" in retry_prompt
+
+
+def test_a_question_still_uncovered_after_its_re_ask_is_narrowed_to_the_clauses_its_rubrics_check(tmp_path):
+    import numpy as np
+
+    def words_only(texts):
+        return np.eye(len(texts))
+
+    off = "Why do honey bees pollinate crops, and what is the history of beekeeping regulation?"
+    still_off = "How do honey bees pollinate crops, and who regulated beekeeping first?"
+    answers = {**STEP_ANSWERS, "merge-question": [{"question": off}, {"question": still_off}]}
+    capture = Capture(answers)
+    asyncio.run(synthesize(tiny_tree(), capture, STEPWISE, embed=words_only))
+    cand = asyncio.run(synthesize(tiny_tree(), replay_client(tmp_path, capture.calls), STEPWISE, embed=words_only))
+    assert cand.question == "How do honey bees pollinate crops?"
+    assert cand.merge_trace[-1] == {"step": "question", "rejected": [cand.merge_trace[-1]["rejected"][0]],
+                                    "narrowed": True, "output": "How do honey bees pollinate crops?"}
+    assert "who regulated beekeeping first" in cand.merge_trace[-1]["rejected"][0]
+    assert check_rules(cand, tiny_tree(), STEPWISE, embed=words_only) == []

@@ -33,7 +33,9 @@ the shorter word (explains/explaining)):
   clergy ..." over rubrics that define a priest, a state religion and religious law reaches 0.54 and 40 %;
   the clauses of the moth question that its rubrics answer reach 0.68–0.78. A clause that only refers back
   ("what threatens them") can fail although a rubric answers it: the check prefers dropping a row to keeping
-  one whose question asks what nothing checks.
+  one whose question asks what nothing checks. The stepwise merge asks once for a new question when a clause
+  fails, and if one still fails leaves out the uncovered clauses after the first (:func:`narrowed_question`);
+  the question then asks less, never something no rubric checks.
 """
 
 from __future__ import annotations
@@ -320,25 +322,55 @@ GENERIC = frozenset("main key potential different various overall general specif
                     "factor kind type other".split())
 
 
+def _pieces(question: str) -> list[tuple[str, str]]:
+    """The question's clauses, each with the separator before it (empty for the first), question mark dropped."""
+    text = question.strip().rstrip("?")
+    pieces, start, sep = [], 0, ""
+    for match in _CLAUSE_BREAK.finditer(text):
+        pieces.append((sep, text[start:match.start()]))
+        sep, start = match.group(0), match.end()
+    pieces.append((sep, text[start:]))
+    return [(sep, piece) for sep, piece in pieces if piece.strip(" ,?")]
+
+
 def question_clauses(question: str) -> list[str]:
     """The question's clauses (see the module docstring), without the question mark."""
-    return [p.strip(" ,?") for p in _CLAUSE_BREAK.split(question.strip().rstrip("?")) if p and p.strip(" ,?")]
+    return [piece.strip(" ,?") for _, piece in _pieces(question)]
 
 
-def coverage_failures(question: str, rubrics: list[Criterion], embed: Embed) -> list[str]:
-    """One failure per clause of the question that no rubric covers (``COVERAGE_COSINE`` / ``COVERAGE_WORDS``)."""
+def _clause_failures(question: str, rubrics: list[Criterion], embed: Embed) -> list[str | None]:
+    """For each clause of the question, why no rubric covers it, or None when one does."""
     clauses = question_clauses(question)
     if not clauses or not rubrics:
-        return []
+        return [None] * len(clauses)
     texts = [" ".join([r.description, *r.evidence]) for r in rubrics]
     vectors = embed([*clauses, *texts])
     similarity = vectors[: len(clauses)] @ vectors[len(clauses):].T
-    failures = []
+    out: list[str | None] = []
     for clause, row in zip(clauses, similarity, strict=True):
         words = [w for w in content_words(clause) if w not in GENERIC]
         share = max((_found(words, content_words(t)) / len(words) for t in texts), default=0.0) if words else 1.0
         best = int(np.argmax(row))
-        if row[best] < COVERAGE_COSINE and share < COVERAGE_WORDS:
-            failures.append(f"question clause '{clip(clause, 80)}' is checked by no rubric (closest {rubrics[best].id}: "
-                            f"similarity {row[best]:.2f} < {COVERAGE_COSINE}, words {share:.0%} < {COVERAGE_WORDS:.0%})")
-    return failures
+        covered = row[best] >= COVERAGE_COSINE or share >= COVERAGE_WORDS
+        out.append(None if covered else f"question clause '{clip(clause, 80)}' is checked by no rubric (closest "
+                   f"{rubrics[best].id}: similarity {row[best]:.2f} < {COVERAGE_COSINE}, words {share:.0%} < "
+                   f"{COVERAGE_WORDS:.0%})")
+    return out
+
+
+def coverage_failures(question: str, rubrics: list[Criterion], embed: Embed) -> list[str]:
+    """One failure per clause of the question that no rubric covers (``COVERAGE_COSINE`` / ``COVERAGE_WORDS``)."""
+    return [f for f in _clause_failures(question, rubrics, embed) if f is not None]
+
+
+def narrowed_question(question: str, rubrics: list[Criterion], embed: Embed) -> str | None:
+    """The question without the clauses no rubric covers, when its first clause (which names the subject) is
+    covered; None when there is nothing to leave out or the first clause itself is uncovered."""
+    failures = _clause_failures(question, rubrics, embed)
+    if not failures or failures[0] is not None or all(f is None for f in failures):
+        return None
+    pieces = _pieces(question)
+    kept = pieces[0][1].strip(" ,") + "".join(sep + piece.rstrip(" ,")
+                                               for (sep, piece), f in zip(pieces[1:], failures[1:], strict=True)
+                                               if f is None)
+    return kept.strip() + "?"

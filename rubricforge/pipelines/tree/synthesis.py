@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from rubricforge.config import Config
 from rubricforge.llm.structured import Str16
 from rubricforge.pipelines.prompting import render
-from rubricforge.pipelines.tree.rules import Embed, coverage_failures, overlap_failures
+from rubricforge.pipelines.tree.rules import Embed, coverage_failures, narrowed_question, overlap_failures
 from rubricforge.pipelines.tree.serialize import serialize_tree
 from rubricforge.rubric_gen.criteria import (MAX_IDS, MAX_RUBRICS, RubricOut, Text, candidate_id, failed_candidate,
                                              to_criteria)
@@ -224,13 +224,20 @@ class _Stepwise:
 
     async def _covered(self, question: str, rubrics: list[Criterion]) -> str:
         """The question, asked again (told which clause no rubric checks, and what the rubrics check) while the rule
-        checks' coverage test fails, at most :data:`QUESTION_RECHECKS` times; the last answer stands."""
+        checks' coverage test fails, at most :data:`QUESTION_RECHECKS` times; if a clause still fails, the question
+        without its uncovered clauses (:func:`~rubricforge.pipelines.tree.rules.narrowed_question`) when it has one."""
         embed = self.embed
         if embed is None:
             return question
-        for _ in range(QUESTION_RECHECKS):
+        for attempt in range(QUESTION_RECHECKS + 1):
             failures = coverage_failures(question, rubrics, embed)
             if not failures:
+                break
+            if attempt == QUESTION_RECHECKS:
+                narrowed = narrowed_question(question, rubrics, embed)
+                if narrowed is not None:
+                    self.trace.append({"step": "question", "rejected": failures, "narrowed": True, "output": narrowed})
+                    question = narrowed
                 break
             checks = "".join(f"- {r.description}\n" for r in rubrics)
             prompt = (f"{self.question_prompt}\nYour question {json.dumps(question, ensure_ascii=False)} was rejected: "
