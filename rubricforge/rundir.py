@@ -170,9 +170,13 @@ class StageLog(Generic[M]):
         self._write_to = self.path if shard is None else self.shard_dir / f"{shard}.jsonl"
         self.model, self.field = model, field
         self._lock = threading.Lock()
-        self._done: dict[str, dict[str, Any]] = {}
-        for file in self.files():
-            self._done.update(_lines(file))
+        self._done: dict[str, dict[str, Any]] = dict(_lines(self.path))
+        self._shards = self.files()[1:]
+        self._unmerged: dict[str, dict[str, Any]] = {}  # shard records that differ from the log's, for merge()
+        for shard_file in self._shards:
+            for key, record in _lines(shard_file):
+                if self._done.get(key) != record:
+                    self._done[key] = self._unmerged[key] = record
 
     def files(self) -> list[Path]:
         """The log, then its shards (the order in which their lines count)."""
@@ -232,26 +236,18 @@ class StageLog(Generic[M]):
         return item
 
     def merge(self) -> int:
-        """Fold the shards into the log (their records that differ from it, in reading order) and remove
-        them; returns how many records were added. A crash in between leaves duplicates, which read the same."""
-        shards = self.files()[1:]
-        if not shards:
-            return 0
+        """Fold the shards that were there when this log was opened into the log (their records that differ
+        from it) and remove them; returns how many records were added. Nothing is read again: a crash in
+        between leaves duplicates, which read the same."""
         with self._lock:
-            merged = dict(_lines(self.path))
-            new = []
-            for shard in shards:
-                for key, record in _lines(shard):
-                    if merged.get(key) != record:
-                        merged[key] = record
-                        new.append(json.dumps(record, ensure_ascii=False, default=str))
-            if new:
-                _append(self.path, new)
-            for shard in shards:
-                shard.unlink()
+            if self._unmerged:
+                _append(self.path, [json.dumps(r, ensure_ascii=False, default=str) for r in self._unmerged.values()])
+            for shard in self._shards:
+                shard.unlink(missing_ok=True)
             with contextlib.suppress(OSError):
                 self.shard_dir.rmdir()
-        return len(new)
+            added, self._unmerged, self._shards = len(self._unmerged), {}, []
+        return added
 
 
 def _first_error(exc: Any) -> str:
@@ -327,9 +323,10 @@ class RunDir:
             field: str | None = None) -> StageLog[M]:
         return StageLog(self.path / f"{name}.jsonl", shard, model, field)
 
-    def merge_shards(self, names: Sequence[str]) -> None:
-        for name in names:
-            self.log(name).merge()
+    def has_records(self, name: str) -> bool:
+        """Whether the stage log ``name`` or one of its shards holds anything (without reading it)."""
+        path = self.path / f"{name}.jsonl"
+        return any(f.stat().st_size for f in (path, *path.with_name(f"{name}.shards").glob("*.jsonl")) if f.exists())
 
     # ---------------------------------------------------------- manifest and guards
 

@@ -346,3 +346,23 @@ def handwritten_verify_key(cfg: Config, run_dir: Path) -> str:
 if __name__ == "__main__" and "--record" in sys.argv:
     sys.path.insert(0, str(Path(__file__).parent))
     record()
+
+
+def test_a_rerun_reads_each_stage_log_once_to_resume_once_to_finish_and_once_to_export(small_index_cfg, reference,
+                                                                                       tmp_path, monkeypatch):
+    import shutil
+
+    import rubricforge.rundir as rundir
+
+    run = tmp_path / "again"
+    shutil.copytree(reference["dir"], run)
+    reads: dict[str, int] = {}
+    lines_of = rundir._lines
+
+    def counted(path):
+        reads[path.name] = reads.get(path.name, 0) + 1
+        return lines_of(path)
+
+    monkeypatch.setattr(rundir, "_lines", counted)
+    assert run_build(replay(small_index_cfg, run)).computed_now == {}
+    assert {name: reads.get(f"{name}.jsonl") for name in LOGS} == {name: 3 for name in LOGS}

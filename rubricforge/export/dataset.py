@@ -29,7 +29,7 @@ from rubricforge.config import Config
 from rubricforge.export import hub
 from rubricforge.export.card import render_card
 from rubricforge.export.layout import FILES, FOLDERS
-from rubricforge.export.run import load_run
+from rubricforge.export.run import RunData, load_run
 from rubricforge.export.stats import compute_stats
 from rubricforge.export.views import features, view_rows
 from rubricforge.extras import needs
@@ -40,14 +40,16 @@ from rubricforge.schema import Example
 DATASET_DIR = "dataset"
 
 
-def export_dataset(run_dir: str | Path, cfg: Config | None = None, push_to_hub: str | None = None) -> dict[str, Any]:
+def export_dataset(run_dir: str | Path | RunData, cfg: Config | None = None,
+                   push_to_hub: str | None = None) -> dict[str, Any]:
     """Write ``run_dir/dataset/`` (and push it when ``push_to_hub`` names a Hub repo, token from
-    ``HF_TOKEN``). Returns ``{"path", "n_examples", "stats", "pushed_to"}``."""
-    run_dir = Path(run_dir)
+    ``HF_TOKEN``); ``run_dir`` may be the run already read (:func:`~rubricforge.export.run.load_run`). Returns
+    ``{"path", "n_examples", "stats", "pushed_to"}``."""
     token = None
     if push_to_hub is not None:
         token = hub.check_push(push_to_hub)  # before any work: a bad id or a missing token fails fast
-    run = load_run(run_dir, cfg)
+    run = run_dir if isinstance(run_dir, RunData) else load_run(run_dir, cfg)
+    run_dir = run.run_dir
     stats = compute_stats(run)
     gates = apply_gates([(e.id, e.question) for e in run.examples], run.cfg)
     examples = [e for e in run.examples if e.id not in gates.dropped]

@@ -43,14 +43,18 @@ _SCRIPT_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\
 PassageLookup = Callable[[str], Passage | None]
 
 
-def write_viewer(run_dir: str | Path, passage_lookup: PassageLookup | None = None,
+def write_viewer(run_dir: str | Path | RunData, passage_lookup: PassageLookup | None = None,
                  max_trees: int | None = MAX_TREES) -> Path:
-    """Write ``run_dir/viewer/index.html`` and return its path (a KG run gets the KG viewer)."""
+    """Write ``run_dir/viewer/index.html`` and return its path (a KG run gets the KG viewer); ``run_dir`` may
+    be the run already read (:func:`~rubricforge.export.run.load_run`)."""
     from rubricforge.export.kg_viewer import is_kg_run, write_kg_viewer
 
-    if is_kg_run(Path(run_dir)):
+    if isinstance(run_dir, RunData):
+        run = run_dir
+    elif is_kg_run(Path(run_dir)):
         return write_kg_viewer(run_dir, passage_lookup)
-    run = load_run(run_dir)
+    else:
+        run = load_run(run_dir)
     notes: list[str] = []
     index = None
     if passage_lookup is None:
@@ -63,7 +67,7 @@ def write_viewer(run_dir: str | Path, passage_lookup: PassageLookup | None = Non
     finally:
         if index is not None:
             index.close()
-    path = Path(run_dir) / VIEWER_FILE
+    path = run.run_dir / VIEWER_FILE
     atomic_write_text(path, render_html(data, title=f"rubricforge · {run.name}"))
     return path
 

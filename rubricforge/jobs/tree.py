@@ -89,6 +89,8 @@ def export_run(cfg: Config, summary: BuildSummary | None, push_to_hub: str | Non
     """Export the stages' output in ``cfg.run_dir`` and write the viewer (``summary``: None for the partial
     export of a failed run)."""
     from rubricforge.export import export_dataset, write_viewer
+    from rubricforge.export.run import load_run
 
-    export = export_dataset(cfg.run_dir, cfg, push_to_hub=push_to_hub)
-    return exported(RunDir(cfg.run_dir, PIPELINE), summary, export, write_viewer(cfg.run_dir))
+    run = load_run(cfg.run_dir, cfg)  # the stage logs read once, for the dataset and the viewer
+    export = export_dataset(run, push_to_hub=push_to_hub)
+    return exported(RunDir(cfg.run_dir, PIPELINE), summary, export, write_viewer(run))

@@ -273,7 +273,7 @@ def prepare_build(cfg: Config, index: CorpusIndex | None = None, invocation: str
     models = {role: cfg.llm.role(role).model for role in ("generator", "verifier")}
     plan = BuildPlan(str(run_dir.path), invocation or uuid.uuid4().hex[:12], now(), seeds, corpus_hash, models,
                      tree_settings(cfg, corpus_hash, models["generator"]))
-    run_dir.check_settings("tree_settings", plan.settings, bool(len(run_dir.log("trees"))), "trees")
+    run_dir.check_settings("tree_settings", plan.settings, run_dir.has_records("trees"), "trees")
     run_dir.write_config(cfg)
     write_manifest(cfg, plan, "running")
     return plan
@@ -282,8 +282,10 @@ def prepare_build(cfg: Config, index: CorpusIndex | None = None, invocation: str
 def finish_build(cfg: Config, plan: BuildPlan, status: str) -> BuildSummary:
     """The workers' shards merged into the stage logs, then the summary of everything the run directory holds
     for the plan's seeds, also written to the manifest."""
-    RunDir(plan.run_dir, PIPELINE).merge_shards(STAGES)
-    summary = _summary(cfg, plan, status)
+    logs = stage_logs(RunDir(plan.run_dir, PIPELINE))
+    for log in logs.values():
+        log.merge()
+    summary = _summary(cfg, plan, status, logs)
     write_manifest(cfg, plan, status, summary)
     return summary
 
@@ -445,13 +447,12 @@ class TreeWorker:
 # ---------------------------------------------------------------- totals, summary, manifest
 
 
-def _summary(cfg: Config, plan: BuildPlan, status: str) -> BuildSummary:
+def _summary(cfg: Config, plan: BuildPlan, status: str, logs: dict[str, StageLog[Any]]) -> BuildSummary:
     from rubricforge.pipelines.tree.serialize import leaf_nodes
     from rubricforge.pipelines.tree.verification import is_retained
     from rubricforge.rubric_gen.criteria import candidate_id
 
     run_dir = RunDir(plan.run_dir, PIPELINE)
-    logs = stage_logs(run_dir)
     wanted = [tree_id_for(s) for s in plan.seeds]
     trees = [t for t in (logs["trees"].item(k) for k in wanted) if t is not None]
     candidates = [c for c in (logs["candidates"].item(candidate_id(k, cfg.build.rubric_source)) for k in wanted)
