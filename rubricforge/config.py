@@ -4,7 +4,8 @@ Environment variables are ``RUBRICFORGE_<SECTION>__<FIELD>`` (double underscore 
 e.g. ``RUBRICFORGE_LLM__GENERATOR__MODEL=openai/gpt-4o-mini``, ``RUBRICFORGE_RUN_DIR=runs/x``; one that
 names no config key is ignored with a warning naming the closest key. Command-line overrides are dotted
 ``key=value`` pairs, e.g. ``--set build.max_depth=2``; values are YAML, except that a text field keeps
-the text as written (``run_dir=2024`` and ``run_dir=yes`` are folder names; quote to use YAML). API
+the text as written (``run_dir=2024`` and ``run_dir=yes`` are folder names; quote to use YAML). The CLI's
+own flags (``--run-dir``, ``--n-trees``) are typed already and reach :func:`load_config` as values. API
 keys are never part of the config: a role names the environment variable that holds its key (``api_key_env``).
 """
 
@@ -14,6 +15,7 @@ import difflib
 import logging
 import os
 import types
+from collections.abc import Mapping
 from datetime import date
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
@@ -513,8 +515,11 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | dict[str, Any] | None = None,
-                environ: dict[str, str] | None = None) -> Config:
-    """Resolve the config; any mistake becomes a :class:`UserError` naming the key and the fix."""
+                environ: dict[str, str] | None = None, values: Mapping[str, Any] | None = None) -> Config:
+    """Resolve the config; any mistake becomes a :class:`UserError` naming the key and the fix.
+
+    ``overrides``: ``key=value`` texts (parsed as :func:`parse_override` says) or a config tree. ``values``: typed
+    values by dotted key (the CLI's flags), applied last and as they are, never parsed."""
     data: dict[str, Any] = {}
     if path is not None:
         p = require_file(path, "config file", "pass an existing YAML file to --config")
@@ -535,6 +540,8 @@ def load_config(path: str | Path | None = None, overrides: list[str] | dict[str,
     else:
         for item in overrides or []:
             _set_dotted(data, *parse_override(item))
+    for dotted, value in (values or {}).items():
+        _set_dotted(data, dotted, value)
     try:
         return Config.model_validate(data)
     except ValidationError as exc:

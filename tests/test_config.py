@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rubricforge.cli import _config
+from rubricforge.cli import cli_config as _config
 from rubricforge.config import load_config
 from rubricforge.errors import UserError
 

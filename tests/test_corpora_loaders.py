@@ -72,6 +72,17 @@ def test_rejects_file_absent_when_nothing_rejected(tmp_path):
     assert not (tmp_path / "rejects.jsonl").exists() and rejects.summary()["file"] is None
 
 
+def test_rejects_block_commits_when_it_ends_and_discards_when_it_raises(tmp_path):
+    path = write_jsonl(tmp_path / "docs.jsonl", [{"id": "1", "text": "ok"}, {"id": "2"}])
+    with Rejects(tmp_path / "kept.jsonl") as rejects:
+        load(CorpusConfig(source="jsonl", path=str(path)), rejects)
+    assert [json.loads(line)["reason"] for line in (tmp_path / "kept.jsonl").read_text().splitlines()] == ["missing text"]
+    with pytest.raises(UserError), Rejects(tmp_path / "dropped.jsonl") as rejects:
+        load(CorpusConfig(source="jsonl", path=str(path)), rejects)
+        raise UserError("the input broke off")
+    assert rejects.total == 1 and sorted(p.name for p in tmp_path.iterdir()) == ["docs.jsonl", "kept.jsonl"]
+
+
 def test_jsonl_unknown_mapped_field_names_field_file_and_existing_fields(tmp_path):
     path = write_jsonl(tmp_path / "docs.jsonl", [{"id": "1", "body": "x", "heading": "h"}])
     with pytest.raises(UserError) as err:

@@ -106,7 +106,7 @@ def test_train_hote_cli_names_a_dataset_smaller_than_the_batch(tmp_path):
     import subprocess
     import sys
 
-    from rubricforge.cli import _config
+    from rubricforge.cli import cli_config as _config
     from rubricforge.errors import UserError
 
     dataset = tmp_path / "tasks.jsonl"

@@ -91,24 +91,22 @@ def build_store(cfg: Config, out: Path, bar: StageBar | None = None) -> tuple[di
     (out / META_FILE).unlink(missing_ok=True)
     tmp = out / f".{STORE_FILE}.tmp"
     writer = StoreWriter(tmp)
-    rejects = Rejects(out / REJECTS_FILE)
     hasher = SnapshotHasher(c.chunk_words, c.chunk_overlap)
     advance = bar.task("load", total=c.limit)
-    try:
-        for doc in source.documents(rejects):
-            chunks = chunk_document(doc, c.chunk_words, c.chunk_overlap)
-            if not writer.add_document(chunks):
-                rejects.add(c.path or source.name, None, "duplicate id", doc.id)
-            else:
-                for chunk in chunks:
-                    hasher.update(chunk)
-            advance(1)
-        writer.close()
-    except BaseException:
-        writer.abort()
-        rejects.discard()
-        raise
-    rejects.commit()
+    with Rejects(out / REJECTS_FILE) as rejects:
+        try:
+            for doc in source.documents(rejects):
+                chunks = chunk_document(doc, c.chunk_words, c.chunk_overlap)
+                if not writer.add_document(chunks):
+                    rejects.add(c.path or source.name, None, "duplicate id", doc.id)
+                else:
+                    for chunk in chunks:
+                        hasher.update(chunk)
+                advance(1)
+            writer.close()
+        except BaseException:
+            writer.abort()
+            raise
     if writer.n_passages == 0:
         tmp.unlink(missing_ok=True)
         where = c.path or source.files[0]

@@ -4,7 +4,8 @@ Each line is ``{"file": ..., "line": ..., "reason": ..., "excerpt": ...}`` (``li
 line of a JSONL file or the 0-based row of a parquet file / Hugging Face dataset; ``None`` for a
 duplicate id, found only when the document is stored). The file is
 written to a temp name and renamed on :meth:`Rejects.commit`, so a crash never leaves half a file
-that looks finished.
+that looks finished. ``with Rejects(path) as rejects:`` commits when the block ends and discards the file
+when it raises.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import os
 from collections import Counter
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 EXCERPT_CHARS = 200
@@ -29,6 +31,18 @@ class Rejects:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._tmp = self.path.with_name(f".{self.path.name}.tmp")
             self._fh = self._tmp.open("w", encoding="utf-8")
+
+    def __enter__(self) -> Rejects:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        """Commit after a block that ended; discard after one that raised (no half-written file next to a
+        missing or unreadable input)."""
+        if kind is None:
+            self.commit()
+        else:
+            self.discard()
 
     @property
     def total(self) -> int:

@@ -55,20 +55,18 @@ def evaluate(cfg: Config, tasks_path: str | Path, reports_path: str | Path, run_
     tasks = load_tasks(tasks_path)
     run = RunDir(run_dir, PIPELINE)
     new_dirs = [d for d in (run.path, *run.path.parents) if not d.exists()]  # deepest first
-    rejects = Rejects(run / "rejects.jsonl")
     try:
-        reports = load_reports(reports_path, tasks, rejects)
-        refs = load_reports(references, tasks, rejects) if references else {}
-        names = {tid: scorers_for(tasks[tid], asked) for tid in reports}
-        if references and (lacking := [tid for tid in reports if tid not in refs]):
-            raise UserError(f"references file {references} has no reference report for task {lacking[0]!r} "
-                            f"({len(lacking)} tasks lack one)", "give one for every reported task, or no --references")
+        with Rejects(run / "rejects.jsonl") as rejects:
+            reports = load_reports(reports_path, tasks, rejects)
+            refs = load_reports(references, tasks, rejects) if references else {}
+            names = {tid: scorers_for(tasks[tid], asked) for tid in reports}
+            if references and (lacking := [tid for tid in reports if tid not in refs]):
+                raise UserError(f"references file {references} has no reference report for task {lacking[0]!r} "
+                                f"({len(lacking)} tasks lack one)", "give one for every reported task, or no --references")
     except BaseException:
-        rejects.discard()
         for folder in new_dirs:  # no empty run directory left by a bad input
             folder.rmdir()
         raise
-    rejects.commit()
     refs = {tid: refs.get(tid) or str(tasks[tid].get("reference_report") or "") for tid in reports}
     judge_model = cfg.llm.role("judge").model
     settings = {"tasks": str(Path(tasks_path).resolve()), "reports": str(Path(reports_path).resolve()),

@@ -49,13 +49,8 @@ def score_responses(cfg: Config, dataset: str | Path, responses: str | Path, nam
     for name in names:
         RewardScorer.check_name(name)
     examples = load_examples(dataset, adapt=to_rubricforge_rows)
-    rejects = Rejects(Path(responses).with_name(f"{Path(responses).stem}.rejects.jsonl"))
-    try:
+    with Rejects(Path(responses).with_name(f"{Path(responses).stem}.rejects.jsonl")) as rejects:
         todo = load_responses(responses, examples, rejects)
-    except BaseException:
-        rejects.discard()  # no half-written rejects file next to a missing or unreadable input
-        raise
-    rejects.commit()
     if not todo:
         why = (f"all {rejects.total} lines were rejected (first reason: {next(iter(rejects.by_reason))}; all in "
                f"{rejects.path})" if rejects.total else "it holds no responses")

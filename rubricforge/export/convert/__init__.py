@@ -145,14 +145,9 @@ def convert_file(src: str | Path, dst: str | Path, to: str, source: str | None =
     if source is not None:
         get_format(source)
     get_format(to)
-    rejects = Rejects(rejects_path or dst.with_name(f"{dst.stem}.rejects.jsonl"))
-    try:
+    with Rejects(rejects_path or dst.with_name(f"{dst.stem}.rejects.jsonl")) as rejects:
         got = convert_records(read_records(src, rejects), src, to, source, rejects, label)
         write_records(dst, got.rows)
-    except BaseException:
-        rejects.discard()
-        raise
-    rejects.commit()
     return got, rejects.summary()
 
 

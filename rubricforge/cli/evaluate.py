@@ -1,6 +1,4 @@
-"""`rubricforge eval`: score reports on a task set with confidence intervals; `eval compare`: two runs, paired.
-Registered on the main app by :mod:`rubricforge.cli`, whose helpers it imports when a command runs (at import
-time they would be a circular import)."""
+"""`rubricforge eval`: score reports on a task set with confidence intervals; `eval compare`: two runs, paired."""
 
 from __future__ import annotations
 
@@ -9,18 +7,17 @@ from typing import Annotated, Optional
 
 import typer
 
+from rubricforge.cli.common import ConfigOpt, QuietOpt, SetOpt, console, fmt, cli_config, table
 from rubricforge.errors import UserError
 
-eval_app = typer.Typer(no_args_is_help=True, invoke_without_command=True,
-                       help="Score agents' reports on a task set (RACE, rubric judge, exact answer) with bootstrap "
-                            "CIs and an HTML report; compare two runs.")
-ConfigOpt = Annotated[Optional[Path], typer.Option("--config", "-c", help="YAML config file.")]
-SetOpt = Annotated[Optional[list[str]], typer.Option("--set", "-s", help="Override a config key (repeatable).")]
+app = typer.Typer(no_args_is_help=True, invoke_without_command=True,
+                  help="Score agents' reports on a task set (RACE, rubric judge, exact answer) with bootstrap "
+                       "CIs and an HTML report; compare two runs.")
 ResamplesOpt = Annotated[int, typer.Option(min=100, help="Bootstrap resamples.")]
 SeedOpt = Annotated[int, typer.Option(help="Bootstrap seed.")]
 
 
-@eval_app.callback()
+@app.callback()
 def eval_run(
     ctx: typer.Context,
     tasks: Annotated[Optional[Path], typer.Option("--tasks", "-t", help="Task set: a rubricforge dataset (folder, "
@@ -39,7 +36,7 @@ def eval_run(
     set_: SetOpt = None,
     resamples: ResamplesOpt = 2000,
     seed: SeedOpt = 0,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Score --reports on --tasks into a run directory: per-task JSONL, summary.json with bootstrap 95% CIs per
     scorer and dimension, report.html (resumable: run it again)."""
@@ -48,26 +45,25 @@ def eval_run(
     if tasks is None or reports is None:
         raise UserError("rubricforge eval needs --tasks and --reports", "e.g. rubricforge eval --tasks "
                         "criteria.jsonl --reports system.jsonl (running an agent over tasks is not supported yet)")
-    from rubricforge.cli import _config, _console, _fmt, _table
     from rubricforge.jobs.evaluate import evaluate
 
     asked = [s.strip() for s in (scorers or "").split(",") if s.strip()]
-    s = evaluate(_config(config, set_), tasks, reports, run_dir or Path("runs/eval") / reports.stem, references,
+    s = evaluate(cli_config(config, set_), tasks, reports, run_dir or Path("runs/eval") / reports.stem, references,
                  asked, resamples, seed, progress=not quiet)
-    console = _console()
-    table = _table("metric", "n", "unscored", "mean", "95% CI")
+    rows = table("metric", "n", "unscored", "mean", "95% CI")
     for name, m in s.metrics.items():
-        table.add_row(name, str(m["n"]), str(m["unscored"]), _fmt(m["mean"]), f"[{_fmt(m['ci_low'])}, "
-                      f"{_fmt(m['ci_high'])}]")
-    console.print(table)
-    console.print(f"{s.status}: {s.reports} of {s.tasks} tasks have a report ({s.scored_now} scored now); "
-                  f"judge {s.judge_model}", markup=False, highlight=False, soft_wrap=True)
+        rows.add_row(name, str(m["n"]), str(m["unscored"]), fmt(m["mean"]),
+                     f"[{fmt(m['ci_low'])}, {fmt(m['ci_high'])}]")
+    say = console()
+    say.print(rows)
+    say.print(f"{s.status}: {s.reports} of {s.tasks} tasks have a report ({s.scored_now} scored now); "
+              f"judge {s.judge_model}", markup=False, highlight=False, soft_wrap=True)
     if s.rejects.get("total"):
-        console.print(f"skipped {s.rejects['total']} report lines: {s.rejects['file']}", markup=False, soft_wrap=True)
-    console.print(f"report: {s.report}", markup=False, highlight=False, soft_wrap=True)
+        say.print(f"skipped {s.rejects['total']} report lines: {s.rejects['file']}", markup=False, soft_wrap=True)
+    say.print(f"report: {s.report}", markup=False, highlight=False, soft_wrap=True)
 
 
-@eval_app.command("compare")
+@app.command("compare")
 def eval_compare(
     run_a: Annotated[Path, typer.Argument(help="The baseline run directory (A).")],
     run_b: Annotated[Path, typer.Argument(help="The run compared with it (B).")],
@@ -78,15 +74,14 @@ def eval_compare(
 ) -> None:
     """B against A over the tasks both scored: paired difference with its bootstrap 95% CI, win / tie / loss and
     the sign test, per metric."""
-    from rubricforge.cli import _console, _fmt, _table
     from rubricforge.jobs.evaluate import compare
 
     result = compare(run_a, run_b, out, resamples, seed)
-    table = _table("metric", "tasks", "A", "B", "B − A", "95% CI", "W/T/L", "sign p")
+    rows = table("metric", "tasks", "A", "B", "B − A", "95% CI", "W/T/L", "sign p")
     for name, p in result["metrics"].items():
-        table.add_row(name, str(p["n"]), _fmt(p["mean_a"]), _fmt(p["mean_b"]), _fmt(p["diff"]),
-                      f"[{_fmt(p['ci_low'])}, {_fmt(p['ci_high'])}]", f"{p['wins']}/{p['ties']}/{p['losses']}",
-                      _fmt(p["sign_p"]))
-    console = _console()
-    console.print(table)
-    console.print(f"report: {result['out']}/compare.html", markup=False, highlight=False, soft_wrap=True)
+        rows.add_row(name, str(p["n"]), fmt(p["mean_a"]), fmt(p["mean_b"]), fmt(p["diff"]),
+                     f"[{fmt(p['ci_low'])}, {fmt(p['ci_high'])}]", f"{p['wins']}/{p['ties']}/{p['losses']}",
+                     fmt(p["sign_p"]))
+    say = console()
+    say.print(rows)
+    say.print(f"report: {result['out']}/compare.html", markup=False, highlight=False, soft_wrap=True)

@@ -1,0 +1,5 @@
+"""``python -m rubricforge``: the command line."""
+
+from rubricforge.cli import main
+
+main()

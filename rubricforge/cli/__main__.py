@@ -1,0 +1,5 @@
+"""``python -m rubricforge.cli``."""
+
+from rubricforge.cli import main
+
+main()

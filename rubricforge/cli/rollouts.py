@@ -1,0 +1,32 @@
+"""`rubricforge rollouts`: run a model with the tools over dataset questions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from rubricforge.cli.common import ConfigOpt, DatasetOpt, ModelOpt, SetOpt, console, cli_config
+
+app = typer.Typer(no_args_is_help=True, help="Run a model with the tools over dataset questions.")
+
+
+@app.command("sample")
+def rollouts_sample(
+    dataset: DatasetOpt,
+    model: ModelOpt,
+    out: Annotated[Path, typer.Option("--out", help="Trajectories JSONL (appended; a re-run resumes).")],
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    n: Annotated[Optional[int], typer.Option("--n", help="Trajectories per question (train.rollouts_per_prompt).")] = None,
+    limit: Annotated[Optional[int], typer.Option(help="Only the first N questions.")] = None,
+    workflow: Annotated[str, typer.Option(help="react (the App. D agent) | mams (seed 004's search / state / "
+                                               "report agents).")] = "react",
+) -> None:
+    """Answer dataset questions with a model and the tools; write trajectories for SFT, DPO or reward audits."""
+    from rubricforge.training.rollouts import sample_rollouts
+
+    cfg = cli_config(config, set_, **{"train.rollouts_per_prompt": n})
+    s = sample_rollouts(cfg, dataset, model, out, limit, progress=True, workflow=workflow)
+    console().print(f"{s.trajectories} trajectories ({s.sampled_now} sampled now, {s.tool_calls} tool calls) -> {s.out}")
