@@ -113,7 +113,7 @@ def build(
 
         if queries is None:
             raise UserError("--source report needs --queries", "pass a JSONL of {id, query}")
-        from rubricforge.training.mams import MamsConfig
+        from rubricforge.agent.mams import MamsConfig
 
         forms = ("short", "long") if form == "both" else (form,)
         r = build_report_data(cfg, queries, race_rubrics, limit, progress=not quiet, forms=forms,

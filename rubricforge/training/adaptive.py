@@ -37,7 +37,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rubricforge.agent_prompt import no_tool_system_prompt
+from rubricforge.agent.prompt import no_tool_prompt
 from rubricforge.config import Config
 from rubricforge.errors import UserError
 from rubricforge.extras import needs
@@ -68,10 +68,6 @@ def step_modes(task_ids: Sequence[str], step: int, modes: str, no_tool_steps: in
     random.Random(f"{seed}:{step}").shuffle(order)
     n_tool = round(len(order) * tool_share)
     return {t: TOOL if i < n_tool else NO_TOOL for i, t in enumerate(order)}
-
-
-def no_tool_prompt(question: str) -> list[dict[str, str]]:
-    return [{"role": "system", "content": no_tool_system_prompt()}, {"role": "user", "content": question}]
 
 
 def task_id(row: Mapping[str, Any]) -> str:

@@ -1,7 +1,7 @@
 """`rubricforge train grpo`: TRL's GRPOTrainer with tool-using rollouts and rubricforge's reward.
 
 The policy answers each question with the App. D system prompt, calling ``search`` / ``browse`` /
-``scholar`` through TRL's ``environment_factory`` (one :class:`~rubricforge.training.environment.ResearchEnvironment`
+``scholar`` through TRL's ``environment_factory`` (one :class:`~rubricforge.agent.environment.ResearchEnvironment`
 per rollout, tool turns capped by ``train.max_tool_turns`` via ``max_tool_calling_iterations``; TRL masks
 the tool-result tokens out of the loss with its ``tool_mask``). Rewards are async and run concurrently on
 TRL's event loop; the scorer's memo and the LLM cache keep each judge call to one.
@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from rubricforge.agent.environment import NoToolEnvironment, environment_factory
+from rubricforge.agent.tasks import training_rows
 from rubricforge.config import Config
 from rubricforge.corpora.tools import ToolBox
 from rubricforge.errors import UserError
@@ -26,8 +28,6 @@ from rubricforge.extras import needs
 from rubricforge.rewards.scorer import NO_TOOL, REPORT, RewardScorer
 from rubricforge.training.adaptive import STATE_FILE, TOOL, StepHooks, adaptive_trainer, check_settings
 from rubricforge.training.cost import grpo_cost
-from rubricforge.training.data import training_rows
-from rubricforge.training.environment import NoToolEnvironment, environment_factory
 from rubricforge.training.model import load_tokenizer
 from rubricforge.training.presets import generation_args, method_args, preset_args, require_gpu
 from rubricforge.training.rewards import grpo_reward

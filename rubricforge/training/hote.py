@@ -46,6 +46,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rubricforge.agent.prompt import agent_prompt, no_tool_prompt
+from rubricforge.agent.tasks import training_rows
 from rubricforge.config import Config
 from rubricforge.errors import UserError
 from rubricforge.extras import needs
@@ -57,9 +59,8 @@ from rubricforge.rewards.trajectory import parse_trajectory
 from rubricforge.rubric_gen.bank import BankSettings, RubricBank, RubricItem, TaskRubrics, prune
 from rubricforge.rubric_gen.meta_rubrics import Weakness, combinations, meta_rubrics, proposer_messages, weaknesses
 from rubricforge.rundir import atomic_write_json
-from rubricforge.training.adaptive import TOOL, no_tool_prompt, step_modes
+from rubricforge.training.adaptive import TOOL, step_modes
 from rubricforge.training.cost import hote_cost
-from rubricforge.training.data import agent_prompt, training_rows
 from rubricforge.training.grpo import response_tokens
 
 log = logging.getLogger(__name__)
@@ -276,8 +277,8 @@ class HoteRun:
         with needs("train"):
             from datasets import Dataset
 
+        from rubricforge.agent.environment import NoToolEnvironment, environment_factory
         from rubricforge.corpora.tools import ToolBox
-        from rubricforge.training.environment import NoToolEnvironment, environment_factory
         from rubricforge.training.model import load_tokenizer
 
         h = self.cfg.hote

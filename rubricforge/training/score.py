@@ -44,12 +44,19 @@ from rubricforge.errors import UserError
 from rubricforge.extras import needs
 from rubricforge.rewards.format_reward import format_reward
 from rubricforge.rewards.judging import Judge
-from rubricforge.rewards.score import Assessment, EmaBaseline, assess, extract_conclusion, pairwise_consistency
-from rubricforge.rewards.score import report_reward, verified
+from rubricforge.rewards.score import Assessment, EmaBaseline, assess, extract_conclusion, pairwise_consistency, report_reward, verified
 from rubricforge.rewards.trajectory import parse_trajectory
-from rubricforge.rubric_gen.score_dims import (DimensionScheduler, Harness, Selection, default_selection, harness_due,
-                                               harness_statistics, parse_selection, refresh_harness,
-                                               selection_messages)
+from rubricforge.rubric_gen.score_dims import (
+    DimensionScheduler,
+    Harness,
+    Selection,
+    default_selection,
+    harness_due,
+    harness_statistics,
+    parse_selection,
+    refresh_harness,
+    selection_messages,
+)
 from rubricforge.rundir import atomic_write_json
 from rubricforge.training.adaptive import STATE_FILE, _run, task_id
 
@@ -415,10 +422,10 @@ def build_score(cfg: Config, dataset: str | Path, model: str) -> Any:
     with needs("train"):
         from datasets import Dataset
 
+    from rubricforge.agent.environment import environment_factory
+    from rubricforge.agent.tasks import training_rows
     from rubricforge.llm import LLMClient
     from rubricforge.training.cost import score_cost
-    from rubricforge.training.data import training_rows
-    from rubricforge.training.environment import environment_factory
     from rubricforge.training.grpo import GRPORun
     from rubricforge.training.model import load_tokenizer
 

@@ -110,7 +110,7 @@ def early_stop(cfg: Config, tokenizer: Any) -> Any:
         import torch
         from transformers import TrainerCallback
 
-    from rubricforge.training.data import training_rows
+    from rubricforge.agent.tasks import training_rows
 
     t = cfg.train
     prompts = [r["prompt"] for r in training_rows(t.sft_stop_prompts or "", [])]
