@@ -131,7 +131,7 @@ def test_report_rl_keeps_its_prompts_and_trains_without_tools(tmp_path):
 
 
 def test_a_step_is_a_generation_batch_not_an_optimiser_step():
-    from rubricforge.training.adaptive import generation_step
+    from rubricforge.training.trl_seams import generation_step
 
     # the paper preset on one GPU: 64 rollouts per batch, 4 per optimiser step -> 16 optimiser steps per HOTE step
     assert [generation_step(g, 1, 16) for g in (0, 15, 16, 9599, 9600)] == [1, 1, 2, 600, 601]

@@ -163,7 +163,8 @@ def score_gain(tmp_path: Path, model: Path, lr: float, assessor: str = "role") -
     from rubricforge.agent.tasks import training_rows
     from rubricforge.llm import LLMClient
     from rubricforge.training.model import load_tokenizer
-    from rubricforge.training.score import PolicyAssessor, ScoreLoop, score_args, score_reward, score_trainer
+    from rubricforge.training.score import PolicyAssessor, ScoreLoop, score_args, score_reward
+    from rubricforge.training.trl_seams import score_trainer
 
     with FakeOpenAI(responder=score_judge) as server:
         cfg = Config.model_validate({
