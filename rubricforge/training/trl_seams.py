@@ -19,15 +19,13 @@ import json
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from rubricforge.errors import UserError
 from rubricforge.extras import needs
 
-if TYPE_CHECKING:
-    from rubricforge.training.adaptive import DifficultyWeights, StepHooks
-    from rubricforge.training.score import ScoreLoop
-    from rubricforge.training.stepping import Worker
+# The trainers' collaborators (training.adaptive.StepHooks and DifficultyWeights, training.score.ScoreLoop,
+# training.stepping.Worker) are typed Any here: this module sits below them and imports none of them.
 
 STATE_FILE = "rubricforge_adaptive.json"  # the per-step state saved into every checkpoint
 
@@ -113,7 +111,7 @@ def jsonable_generation(out: Sequence[Any]) -> list[Any]:
                                   None if out[4] is None else list(map(list, out[4])), out[5], None, out[7]]))
 
 
-def difficulty_sampler(dataset: Any, weights: DifficultyWeights, bins: Sequence[str], mini_repeat_count: int,
+def difficulty_sampler(dataset: Any, weights: Any, bins: Sequence[str], mini_repeat_count: int,
                        batch_size: int, repeat_count: int, seed: int) -> Any:
     """TRL's RepeatSampler, but each prompt of a chunk is drawn by bin weight (read when the chunk is drawn), then
     uniformly within its bin; same seed ⇒ the same sequence on every process."""
@@ -144,7 +142,7 @@ def difficulty_sampler(dataset: Any, weights: DifficultyWeights, bins: Sequence[
 
 # ---------------------------------------------------------------- the trainers
 
-def stepped_trainer(worker: Worker, **kwargs: Any) -> Any:
+def stepped_trainer(worker: Any, **kwargs: Any) -> Any:
     """A GRPOTrainer whose generation batches are the rows the driver sends (the dataset only counts steps);
     a job may carry a held generation (``stash``), which then replaces sampling (the proposer's pending step)."""
     with needs("train"):
@@ -169,7 +167,7 @@ def stepped_trainer(worker: Worker, **kwargs: Any) -> Any:
     return SteppedGRPOTrainer(**kwargs)
 
 
-def adaptive_trainer(hooks: StepHooks, *args: Any, difficulty_bins: Sequence[str] = (), **kwargs: Any) -> Any:
+def adaptive_trainer(hooks: Any, *args: Any, difficulty_bins: Sequence[str] = (), **kwargs: Any) -> Any:
     """A GRPOTrainer that calls ``hooks`` around generation and rewards, and saves their state in checkpoints."""
     with needs("train"):
         import torch
@@ -234,7 +232,7 @@ def _stack(a: Any, b: Any, value: float, side: str) -> Any:
     return torch.cat([widen(a), widen(b.to(a.device, a.dtype))], dim=0)
 
 
-def score_trainer(loop: ScoreLoop, *args: Any, **kwargs: Any) -> Any:
+def score_trainer(loop: Any, *args: Any, **kwargs: Any) -> Any:
     """A GRPOTrainer running SCORE's steps (:mod:`rubricforge.training.score`); saves the loop's state in checkpoints."""
     with needs("train"):
         import torch
