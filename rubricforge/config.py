@@ -161,7 +161,7 @@ class BuildConfig(Section):
     # auto: stepwise for the embedded models, single for any other
     merge: Literal["auto", "single", "stepwise"] = "auto"
     # --source report --form long, the MaMs teacher: paper (C.4–C.9 verbatim); stepwise (one JSON-constrained
-    # search query per turn, facts per chunk, one report call; training/mams.py); auto: stepwise for the
+    # search query per turn, facts per chunk, one report call; agent/mams.py); auto: stepwise for the
     # embedded models, paper for any other
     teacher: Literal["auto", "paper", "stepwise"] = "auto"
     tree_concurrency: int = Field(2, ge=1)  # trees in flight at once

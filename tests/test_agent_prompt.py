@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
-from rubricforge.agent_prompt import PROMPT_FILE, agent_system_prompt, prompt_hash
+from rubricforge.agent.prompt import PROMPT_FILE, agent_system_prompt, prompt_hash
 
 
 def test_prompt_is_the_paper_text_without_the_origin_comment():

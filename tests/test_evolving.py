@@ -10,8 +10,8 @@ import json
 import re
 
 import pytest
-
 from llm_fakes import FakeOpenAI, Reply, litellm_llm_config
+
 from rubricforge.config import load_config
 from rubricforge.errors import UserError
 from rubricforge.llm import LLMClient
@@ -251,7 +251,8 @@ def test_scheduler_is_stepped_by_training_metrics_and_resumes(tmp_path):
     from reward_fixtures import EXAMPLE, ROLLOUT
 
     from rubricforge.rewards.search_rl import CoefficientScheduler
-    from rubricforge.training.adaptive import STATE_FILE, StepHooks
+    from rubricforge.training.adaptive import StepHooks
+    from rubricforge.training.trl_seams import STATE_FILE
 
     orm = Reply(json.dumps({"rationale": "right", "correct": 1}))
     trainer = LoopTrainer()
@@ -294,7 +295,7 @@ def test_orm_votes_come_from_each_configured_judge_role(tmp_path):
 
 
 def test_difficulty_sampler_draws_bins_by_weight_in_whole_groups():
-    from rubricforge.training.adaptive import difficulty_sampler
+    from rubricforge.training.trl_seams import difficulty_sampler
 
     bins = ["easy"] * 10 + ["medium"] * 10 + ["hard"] * 10
     weights = DifficultyWeights(["easy", "medium", "hard"])
@@ -372,7 +373,7 @@ def test_from_gguf_converts_the_embedded_0_5b_model_by_default(monkeypatch, tmp_
 def test_dapo_dynamic_sampling_masks_groups_whose_rewards_are_all_equal():
     import torch
 
-    from rubricforge.training.adaptive import drop_flat_groups
+    from rubricforge.training.trl_seams import drop_flat_groups
 
     out = {"advantages": torch.tensor([0.7, -0.7, 0.0, 0.0, 0.0, 0.0]),
            "completion_mask": torch.tensor([[1, 1, 0], [1, 1, 1], [1, 0, 0], [1, 1, 0], [1, 1, 1], [1, 0, 0]])}

@@ -9,10 +9,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from fixtures_run import LEDGER, MODELS, make_run
 from support import drtulu
 
-from fixtures_run import LEDGER, MODELS, make_run
-from rubricforge.agent_prompt import agent_system_prompt, prompt_hash
+from rubricforge.agent.prompt import agent_system_prompt, prompt_hash
 from rubricforge.errors import UserError
 from rubricforge.export import export_dataset
 from rubricforge.export.run import load_run

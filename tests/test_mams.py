@@ -3,8 +3,7 @@ answers each agent call, a recorded tool output is split into two chunks."""
 
 from __future__ import annotations
 
-
-from rubricforge.training.mams import MamsConfig, chunk, run_mams, run_mams_stepwise, tool_calls
+from rubricforge.agent.mams import MamsConfig, chunk, run_mams, run_mams_stepwise, tool_calls
 
 QUERY = "How did the 1968 film change science fiction?"
 OBSERVATION = ("<snippet id=a1>2001: A Space Odyssey was released in 1968.</snippet>\n\n"

@@ -18,9 +18,9 @@ from rubricforge.config import load_config
 
 
 def test_generate_rubrics_then_score_rollouts_with_them(tmp_path):
+    from rubricforge.agent.tasks import training_rows
     from rubricforge.llm import LLMClient
     from rubricforge.rewards.scorer import RewardScorer, Rollout
-    from rubricforge.training.data import training_rows
 
     dataset = tmp_path / "dataset.jsonl"
     dataset.write_text("".join(json.dumps({"id": f"q{i}", "question": q}) + "\n" for i, q in

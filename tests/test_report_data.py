@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-
 from typing import Any
 
 import pytest
@@ -16,13 +15,13 @@ from llm_fakes import FakeOpenAI, Reply, litellm_llm_config
 from pref_fakes import report_writer
 from typer.testing import CliRunner
 
+from rubricforge.agent.mams import MamsConfig
 from rubricforge.cli import app
 from rubricforge.config import Config
 from rubricforge.jobs.report_data import build_report_data, cut_tokens, outline_of
 from rubricforge.rewards.scorer import check_columns
 from rubricforge.rubric_gen.rubric_sets import read_race_file
 from rubricforge.schema import RaceRubrics
-from rubricforge.training.mams import MamsConfig
 
 DRB_CRITERIA = Path(__file__).parent / "data" / "prefs" / "drb_criteria_sample.jsonl"
 

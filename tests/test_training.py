@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from conftest import derive
 
-from rubricforge.agent_prompt import agent_system_prompt
+from rubricforge.agent.prompt import agent_system_prompt
+from rubricforge.agent.tasks import training_rows
 from rubricforge.config import Config
 from rubricforge.errors import UserError
 from rubricforge.rewards.trajectory import parse_trajectory
-from rubricforge.training.data import training_rows
 from rubricforge.training.grpo import grpo_args
 from rubricforge.training.presets import generation_args, preset_args, require_gpu
 from rubricforge.training.rewards import step_metrics
@@ -131,7 +131,7 @@ def test_report_rl_keeps_its_prompts_and_trains_without_tools(tmp_path):
 
 
 def test_a_step_is_a_generation_batch_not_an_optimiser_step():
-    from rubricforge.training.adaptive import generation_step
+    from rubricforge.training.trl_seams import generation_step
 
     # the paper preset on one GPU: 64 rollouts per batch, 4 per optimiser step -> 16 optimiser steps per HOTE step
     assert [generation_step(g, 1, 16) for g in (0, 15, 16, 9599, 9600)] == [1, 1, 2, 600, 601]
@@ -214,9 +214,9 @@ def test_a_template_without_tool_calls_is_refused_with_the_fix(tiny_model, tmp_p
 
 
 def test_each_rollout_has_its_own_snippets_and_its_question_is_kept_out(small_index_cfg):
+    from rubricforge.agent.environment import environment_factory
     from rubricforge.corpora.index_store import CorpusIndex
     from rubricforge.corpora.tools import ToolBox
-    from rubricforge.training.environment import environment_factory
 
     index = CorpusIndex.from_config(small_index_cfg)
     passage = index.get(index.search(["Stanley Kubrick film"], 1)[0][0].passage.id)
@@ -241,7 +241,7 @@ def test_each_rollout_has_its_own_snippets_and_its_question_is_kept_out(small_in
 def test_environment_methods_are_exactly_the_three_tools():
     import inspect
 
-    from rubricforge.training.environment import ResearchEnvironment
+    from rubricforge.agent.environment import ResearchEnvironment
 
     public = {n for n, _ in inspect.getmembers(ResearchEnvironment, inspect.isfunction) if not n.startswith("_")}
     assert public - {"reset"} == {"search", "browse", "scholar"}

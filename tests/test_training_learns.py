@@ -29,7 +29,7 @@ import pytest
 from llm_fakes import FakeOpenAI, Reply, litellm_llm_config
 from training_fakes import ScriptedPolicy
 
-from rubricforge.agent_prompt import no_tool_system_prompt
+from rubricforge.agent.prompt import no_tool_system_prompt
 from rubricforge.config import Config
 
 pytestmark = pytest.mark.slow
@@ -160,10 +160,11 @@ def score_gain(tmp_path: Path, model: Path, lr: float, assessor: str = "role") -
     and the requests the judge server got."""
     from datasets import Dataset
 
+    from rubricforge.agent.tasks import training_rows
     from rubricforge.llm import LLMClient
-    from rubricforge.training.data import training_rows
     from rubricforge.training.model import load_tokenizer
-    from rubricforge.training.score import PolicyAssessor, ScoreLoop, score_args, score_reward, score_trainer
+    from rubricforge.training.score import PolicyAssessor, ScoreLoop, score_args, score_reward
+    from rubricforge.training.trl_seams import score_trainer
 
     with FakeOpenAI(responder=score_judge) as server:
         cfg = Config.model_validate({

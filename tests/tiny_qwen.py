@@ -21,7 +21,7 @@ def build_tiny_qwen(out: Path, texts: list[str], vocab_size: int = 1500, seed: i
     from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
     from trl.chat_template_utils import qwen2_5_chat_template
 
-    from rubricforge.agent_prompt import agent_system_prompt
+    from rubricforge.agent.prompt import agent_system_prompt
 
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)

@@ -20,7 +20,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rubricforge.agent_prompt import agent_system_prompt, prompt_hash
+from rubricforge.agent.prompt import agent_prompt, prompt_hash
 from rubricforge.export.convert import drtulu
 from rubricforge.export.convert.drb import flat_rubrics
 from rubricforge.export.run import read_config
@@ -79,13 +79,11 @@ def drtulu_rows(ex: KGExample, source: str) -> dict[str, list[dict[str, Any]]]:
 
 
 def kg_view_rows(examples: list[KGExample], source: str) -> dict[str, list[dict[str, Any]]]:
-    system = agent_system_prompt()
     return {"default": [kg_row(e) for e in examples],
             "drtulu": [r for e in examples for r in drtulu_rows(e, source)["drtulu"]],
             "drtulu_rubric": [r for e in examples for r in drtulu_rows(e, source)["drtulu_rubric"]],
-            "trl": [{**kg_row(e), "prompt": [{"role": "system", "content": system},
-                                             {"role": "user", "content": e.question}],
-                     "system_prompt_hash": prompt_hash()} for e in examples]}
+            "trl": [{**kg_row(e), "prompt": agent_prompt(e.question), "system_prompt_hash": prompt_hash()}
+                    for e in examples]}
 
 
 def kg_features() -> dict[str, Features]:

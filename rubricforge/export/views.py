@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from rubricforge.agent_prompt import agent_system_prompt, prompt_hash
+from rubricforge.agent.prompt import agent_prompt, prompt_hash
 from rubricforge.export.convert import drtulu
 from rubricforge.extras import needs
 from rubricforge.schema import Example
@@ -66,8 +66,7 @@ def drtulu_row(ex: Example, source: str) -> dict[str, Any]:
 
 
 def trl_row(ex: Example) -> dict[str, Any]:
-    prompt = [{"role": "system", "content": agent_system_prompt()}, {"role": "user", "content": ex.question}]
-    return {**example_row(ex), "prompt": prompt, "system_prompt_hash": prompt_hash()}
+    return {**example_row(ex), "prompt": agent_prompt(ex.question), "system_prompt_hash": prompt_hash()}
 
 
 def features() -> dict[str, Features]:

@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rubricforge.agent.tasks import training_rows
 from rubricforge.config import Config
 from rubricforge.corpora.rejects import Rejects
 from rubricforge.extras import needs
 from rubricforge.jobs.score import default_out, score_responses
 from rubricforge.rewards.inputs import load_responses
 from rubricforge.rundir import StageLog, atomic_write_text
-from rubricforge.training.data import training_rows
 
 
 @dataclass

@@ -2,13 +2,13 @@
 
 * :mod:`~rubricforge.training.grpo` — ``rubricforge train grpo``: GRPOTrainer with tool-using rollouts;
 * :mod:`~rubricforge.training.score` — ``rubricforge train score``: SCORE's shared writer / evaluator self-play;
-* :mod:`~rubricforge.training.environment` — the per-rollout search / browse / scholar environment;
 * :mod:`~rubricforge.training.rewards` — the reward function handed to TRL, with per-step metrics;
 * :mod:`~rubricforge.training.presets` — the paper's and a small GPU's hyperparameters, loss types;
-* :mod:`~rubricforge.training.data`, :mod:`~rubricforge.training.model` — dataset rows, tokenizer checks;
+* :mod:`~rubricforge.training.model` — the policy's tokenizer checks, GGUF conversion;
+* :mod:`~rubricforge.training.trl_seams` — every override of a private GRPOTrainer method, in one place;
 * :mod:`~rubricforge.training.rollouts`, :mod:`~rubricforge.training.sft` — sampling trajectories, the
   cold-start SFT stage (the preference pairs for DPO are a job: :mod:`~rubricforge.jobs.dpo_pairs`).
 
-Only the CLI and ``jobs.report_data`` (the long form's MaMs teacher trajectory) import from here; torch,
-transformers, trl and datasets are imported inside functions.
+The agent itself (prompt, tasks, tool environments, episodes) is :mod:`rubricforge.agent`. Only the CLI imports
+from here; torch, transformers, trl and datasets are imported inside functions.
 """

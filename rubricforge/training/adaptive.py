@@ -12,12 +12,13 @@
   group shares its mode. Schedule ``hote``: ``no_tool_steps`` no-tool steps, then ``tool_share`` of each step's
   prompts in tool mode, drawn from a seeded permutation of the step's tasks (identical on every process).
 * **DAPO's dynamic sampling** (``evolve.dynamic_sampling``; MindDR §5.3 trains Report-RL with DAPO): groups whose
-  rollouts all earned the same reward are masked out of the loss (:func:`drop_flat_groups`).
+  rollouts all earned the same reward are masked out of the loss (:func:`~rubricforge.training.trl_seams.drop_flat_groups`).
 * **MindDR Search-RL** (§5.2): with ``train.reward=search_rl`` the coefficient scheduler is updated from each
   step's batch metrics (its λ apply from the next batch); with ``evolve.difficulty_sampling`` the rows'
   ``difficulty`` bins are drawn by weights that :class:`DifficultyWeights` moves toward the ORM-accuracy band.
 
-A "step" here is a generation batch (its prompts, rollouts and rewards: :func:`generation_step`), as in the
+A "step" here is a generation batch (its prompts, rollouts and rewards:
+:func:`~rubricforge.training.trl_seams.generation_step`), as in the
 papers, not one of TRL's optimiser steps, of which a batch makes ``steps_per_generation`` /
 ``gradient_accumulation_steps``: ``no_tool_steps``, ``difficulty_every`` and the coefficient scheduler count batches.
 
@@ -37,10 +38,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rubricforge.agent_prompt import no_tool_system_prompt
+from rubricforge.agent.prompt import no_tool_prompt
 from rubricforge.config import Config
 from rubricforge.errors import UserError
-from rubricforge.extras import needs
 from rubricforge.rewards.hote import eq2_subset
 from rubricforge.rewards.rubric_reward import criteria_from, weighted_mean
 from rubricforge.rewards.scorer import NO_TOOL, RUBRIC_SETS, RewardScorer, Rollout
@@ -48,10 +48,10 @@ from rubricforge.rewards.search_rl import scheduler_metrics
 from rubricforge.rewards.trajectory import parse_trajectory
 from rubricforge.rubric_gen.bank import BankSettings, RubricBank, prune
 from rubricforge.rundir import atomic_write_json
+from rubricforge.training.trl_seams import log_metric
 
 log = logging.getLogger(__name__)
 TOOL = "tool"
-STATE_FILE = "rubricforge_adaptive.json"
 
 
 # ---------------------------------------------------------------- modes (HOTE §2.3, docs/methods.md H-6)
@@ -68,10 +68,6 @@ def step_modes(task_ids: Sequence[str], step: int, modes: str, no_tool_steps: in
     random.Random(f"{seed}:{step}").shuffle(order)
     n_tool = round(len(order) * tool_share)
     return {t: TOOL if i < n_tool else NO_TOOL for i, t in enumerate(order)}
-
-
-def no_tool_prompt(question: str) -> list[dict[str, str]]:
-    return [{"role": "system", "content": no_tool_system_prompt()}, {"role": "user", "content": question}]
 
 
 def task_id(row: Mapping[str, Any]) -> str:
@@ -98,35 +94,6 @@ class DifficultyWeights:
         old, self.weights = self.weights, {b: v / total for b, v in w.items()}
         self.history.append({"step": step, "accuracy": dict(accuracy), "old": old, "new": dict(self.weights)})
         return self.weights
-
-
-def difficulty_sampler(dataset: Any, weights: DifficultyWeights, bins: Sequence[str], mini_repeat_count: int,
-                       batch_size: int, repeat_count: int, seed: int) -> Any:
-    """TRL's RepeatSampler, but each prompt of a chunk is drawn by bin weight (read when the chunk is drawn), then
-    uniformly within its bin; same seed ⇒ the same sequence on every process."""
-    with needs("train"):
-        import torch
-        from trl.trainer.utils import RepeatSampler
-
-    by_bin: dict[str, list[int]] = defaultdict(list)
-    for i, b in enumerate(bins):
-        by_bin[b].append(i)
-
-    class WeightedRepeatSampler(RepeatSampler):
-        def __iter__(self):
-            gen = torch.Generator().manual_seed(seed)
-            for _ in range(len(self.data_source) // self.batch_size):
-                names = [b for b in weights.weights if by_bin.get(b)]
-                probs = torch.tensor([weights.weights[b] for b in names])
-                chunk = []
-                for k in torch.multinomial(probs, self.batch_size, replacement=True, generator=gen).tolist():
-                    members = by_bin[names[k]]
-                    chunk.append(members[int(torch.randint(len(members), (1,), generator=gen))])
-                for _ in range(self.repeat_count):
-                    for index in chunk:
-                        yield from [index] * self.mini_repeat_count
-
-    return WeightedRepeatSampler(dataset, mini_repeat_count, batch_size, repeat_count, shuffle=False, seed=seed)
 
 
 # ---------------------------------------------------------------- the per-step hooks
@@ -174,6 +141,13 @@ class StepHooks:
     @property
     def hybrid(self) -> bool:
         return self.cfg.evolve.modes != "tool"
+
+    @property
+    def active(self) -> bool:
+        """Whether a per-step feature is on (evolving rubrics, hybrid modes, dynamic sampling, Search-RL's scheduler,
+        difficulty sampling); without one, ``train grpo`` uses TRL's own GRPOTrainer."""
+        return (self.bank is not None or self.hybrid or self.cfg.evolve.dynamic_sampling or self.reward == "search_rl"
+                or self.difficulty is not None)
 
     # -------------------------------------------------- generation
 
@@ -224,7 +198,7 @@ class StepHooks:
             self.bank.load_state_dict(state["bank"])
         assert state is not None  # computed by the main process (and broadcast to the others)
         for key, value in state["results"].items():
-            trainer._log_metric(f"evolve/{key}", float(value))
+            log_metric(trainer, f"evolve/{key}", float(value))
         return [{**x, "rubrics": [i.criterion().model_dump(mode="json")
                                   for i in self.bank.tasks[task_id(x)].scored()]} for x in inputs]
 
@@ -277,7 +251,7 @@ class StepHooks:
             if scored:
                 metrics[f"evolve/reward_{name}"] = statistics.fmean(scored)
         for key, value in metrics.items():
-            trainer._log_metric(key, float(value))
+            log_metric(trainer, key, float(value))
 
     def _schedule(self, trainer: Any, rollouts: list[Rollout], step: int) -> None:
         """MindDR §5.2: the scheduler sees the step's batch metrics (all processes), λ apply from the next batch."""
@@ -289,8 +263,8 @@ class StepHooks:
         except ValueError as exc:  # a phase's metric is undefined this step (e.g. no tool call at all)
             log.info("coefficient scheduler not updated at step %d: %s", step, exc)
         for key, value in {**metrics, **{f"lambda_{k}": v for k, v in scheduler.weights.as_dict().items()}}.items():
-            trainer._log_metric(f"search_rl/{key}", float(value))
-        trainer._log_metric("search_rl/transitions", float(len(scheduler.transitions)))
+            log_metric(trainer, f"search_rl/{key}", float(value))
+        log_metric(trainer, "search_rl/transitions", float(len(scheduler.transitions)))
 
     def _difficulty(self, trainer: Any, inputs: list[dict[str, Any]], rollouts: list[Rollout], step: int) -> None:
         """ORM accuracy per difficulty bin over the training rollouts of the last ``difficulty_every`` steps
@@ -306,7 +280,7 @@ class StepHooks:
             difficulty.update(step, accuracy)
             self._orm_by_bin.clear()
         for b, w in difficulty.weights.items():
-            trainer._log_metric(f"difficulty/weight_{b}", float(w))
+            log_metric(trainer, f"difficulty/weight_{b}", float(w))
 
     # -------------------------------------------------- state
 
@@ -362,78 +336,3 @@ def _subset_reward(kind: str, per: Mapping[str, float | None], rubrics: list[Any
 def _run(trainer: Any, coro: Any) -> Any:
     """Run ``coro`` on TRL's reward event loop (where the LLM client lives) and wait for it."""
     return asyncio.run_coroutine_threadsafe(coro, trainer.async_loop).result()
-
-
-# ---------------------------------------------------------------- the trainer
-
-def generation_step(global_step: int, gradient_accumulation_steps: int, steps_per_generation: int,
-                    num_iterations: int = 1) -> int:
-    """The 1-based index of the generation batch that TRL is at after ``global_step`` optimiser steps: HOTE's and
-    MindDR's "step" (one batch of prompts, its rollouts and rewards). TRL makes ``steps_per_generation ×
-    num_iterations`` micro-batches of each generation, ``gradient_accumulation_steps`` per optimiser step."""
-    micro = global_step * gradient_accumulation_steps
-    return micro // (steps_per_generation * num_iterations) + 1
-
-
-def drop_flat_groups(out: dict[str, Any], group: int) -> tuple[dict[str, Any], int, int]:
-    """DAPO's dynamic-sampling filter (Yu et al. 2025; MindDR §5.3) on a scored generation batch: a group whose
-    rewards are all equal (every advantage 0) carries no signal, so its completions are masked out of the loss
-    and out of its token count. TRL cannot refill the batch with new groups as DAPO does; the step trains on the
-    groups left. Returns the batch, the groups dropped, and the tokens removed from the loss."""
-    advantages = out["advantages"]
-    if advantages.numel() % group:
-        return out, 0, 0
-    flat = (advantages.view(-1, group) == 0).all(dim=1).repeat_interleave(group)
-    if not bool(flat.any()):
-        return out, 0, 0
-    mask = out["completion_mask"]
-    removed = int(mask[flat].sum())
-    return {**out, "completion_mask": mask * (~flat).to(mask.dtype).unsqueeze(1)}, int(flat.sum()) // group, removed
-
-
-def adaptive_trainer(hooks: StepHooks, *args: Any, difficulty_bins: Sequence[str] = (), **kwargs: Any) -> Any:
-    """A GRPOTrainer that calls ``hooks`` around generation and rewards, and saves their state in checkpoints."""
-    with needs("train"):
-        import torch
-        from transformers import TrainerCallback
-        from trl import GRPOTrainer
-
-    class SaveState(TrainerCallback):
-        def on_save(self, args, state, control, **kw):
-            if state.is_world_process_zero:
-                hooks.save(Path(args.output_dir) / f"checkpoint-{state.global_step}" / STATE_FILE)
-
-    class AdaptiveGRPOTrainer(GRPOTrainer):
-        def _step_index(self):
-            return generation_step(self.state.global_step, self.args.gradient_accumulation_steps,
-                                   self.args.steps_per_generation, self.num_iterations)
-
-        def _generate_and_score_completions(self, inputs):
-            if hooks.hybrid:
-                inputs = hooks.assign_modes(inputs, self._step_index())
-            out = super()._generate_and_score_completions(inputs)
-            if hooks.cfg.evolve.dynamic_sampling:
-                out, dropped, removed = drop_flat_groups(out, self.num_generations)
-                removed_all = self.accelerator.gather(torch.tensor([removed], device=out["advantages"].device)).sum()
-                out["num_items_in_batch"] = out["num_items_in_batch"] - removed_all
-                self._metrics["train"]["dapo/dropped_groups"].append(float(dropped))
-            return out
-
-        def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
-            step = self._step_index()
-            inputs = hooks.before_rewards(self, inputs, completions, step)
-            rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
-            hooks.after_rewards(self, inputs, completions, step)
-            return rewards
-
-        def _get_train_sampler(self, dataset=None):
-            if hooks.difficulty is None:
-                return super()._get_train_sampler(dataset)
-            return difficulty_sampler(dataset if dataset is not None else self.train_dataset, hooks.difficulty,
-                                      difficulty_bins, self.num_generations,
-                                      self.args.generation_batch_size // self.num_generations,
-                                      self.num_iterations * self.args.steps_per_generation, self.args.seed)
-
-    trainer = AdaptiveGRPOTrainer(*args, **kwargs)
-    trainer.add_callback(SaveState())
-    return trainer

@@ -1,7 +1,7 @@
 """`rubricforge train grpo`: TRL's GRPOTrainer with tool-using rollouts and rubricforge's reward.
 
 The policy answers each question with the App. D system prompt, calling ``search`` / ``browse`` /
-``scholar`` through TRL's ``environment_factory`` (one :class:`~rubricforge.training.environment.ResearchEnvironment`
+``scholar`` through TRL's ``environment_factory`` (one :class:`~rubricforge.agent.environment.ResearchEnvironment`
 per rollout, tool turns capped by ``train.max_tool_turns`` via ``max_tool_calling_iterations``; TRL masks
 the tool-result tokens out of the loss with its ``tool_mask``). Rewards are async and run concurrently on
 TRL's event loop; the scorer's memo and the LLM cache keep each judge call to one.
@@ -15,22 +15,24 @@ the retrieval data and outline, into them, §5.3 / Fig. 6). ``evolve.modes=no_to
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from rubricforge.agent.environment import NoToolEnvironment, environment_factory
+from rubricforge.agent.tasks import training_rows
 from rubricforge.config import Config
 from rubricforge.corpora.tools import ToolBox
 from rubricforge.errors import UserError
 from rubricforge.extras import needs
 from rubricforge.rewards.scorer import NO_TOOL, REPORT, RewardScorer
-from rubricforge.training.adaptive import STATE_FILE, TOOL, StepHooks, adaptive_trainer, check_settings
+from rubricforge.training.adaptive import TOOL, StepHooks, check_settings
 from rubricforge.training.cost import grpo_cost
-from rubricforge.training.data import training_rows
-from rubricforge.training.environment import NoToolEnvironment, environment_factory
 from rubricforge.training.model import load_tokenizer
 from rubricforge.training.presets import generation_args, method_args, preset_args, require_gpu
 from rubricforge.training.rewards import grpo_reward
+from rubricforge.training.trl_seams import STATE_FILE, adaptive_trainer
 
 
 def output_dir(cfg: Config, stage: str) -> Path:
@@ -101,20 +103,19 @@ class GRPORun:
     toolbox: ToolBox | None  # None for a trainer without tools (the rubric generator)
     client: Any
     output_dir: Path
-    hooks: StepState | None = None  # None: no per-step state (the rubric generator)
+    hooks: StepState | None = None  # None: no per-step state (plain GRPO, the rubric generator)
     note: str = ""  # what the run costs beyond the policy (judge calls per step of an evolving bank)
 
     def train(self, resume_from: str | Path | None = None) -> dict[str, float]:
         """Train (from checkpoint ``resume_from`` with its bank, λ and sampling weights, when given), save the
         policy to :attr:`output_dir`; returns the last step's logged metrics."""
         try:
-            if resume_from is not None:
+            if resume_from is not None and self.hooks is not None:
                 state = Path(resume_from) / STATE_FILE
                 if not state.is_file():
                     raise UserError(f"checkpoint {resume_from} has no {STATE_FILE}",
                                     "resume from a checkpoint-N folder that `train grpo` saved")
-                if self.hooks is not None:
-                    self.hooks.load(state)
+                self.hooks.load(state)
             self.trainer.train(resume_from_checkpoint=str(resume_from) if resume_from is not None else None)
             self.trainer.save_model(str(self.output_dir))
         finally:
@@ -128,6 +129,17 @@ class GRPORun:
             asyncio.run_coroutine_threadsafe(self.client.aclose(), loop).result()
         if self.toolbox is not None:
             self.toolbox.close()
+
+
+def grpo_trainer(hooks: StepHooks, difficulty_bins: Sequence[str] = (), **kwargs: Any) -> Any:
+    """TRL's own GRPOTrainer, or the adaptive one (:func:`~rubricforge.training.trl_seams.adaptive_trainer`) when a
+    per-step feature is on (:attr:`~rubricforge.training.adaptive.StepHooks.active`)."""
+    if hooks.active:
+        return adaptive_trainer(hooks, difficulty_bins=difficulty_bins, **kwargs)
+    with needs("train"):
+        from trl import GRPOTrainer
+
+    return GRPOTrainer(**kwargs)
 
 
 def build_grpo(cfg: Config, dataset: str | Path, model: str) -> GRPORun:
@@ -167,12 +179,12 @@ def build_grpo(cfg: Config, dataset: str | Path, model: str) -> GRPORun:
         environments = {**({TOOL: environments} if toolbox is not None else {}), NO_TOOL: NoToolEnvironment}
         rows = [{**r, "tool_prompt": r["prompt"], "environment": TOOL if toolbox is not None else NO_TOOL} for r in rows]
     try:
-        trainer = adaptive_trainer(hooks, model=model, reward_funcs=[grpo_reward(scorer, reward)],
-                                   args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
-                                   environment_factory=environments, difficulty_bins=bins)
+        trainer = grpo_trainer(hooks, bins, model=model, reward_funcs=[grpo_reward(scorer, reward)], args=args,
+                               train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
+                               environment_factory=environments)
     except BaseException:
         if toolbox is not None:
             toolbox.close()
         raise
     note = "\n".join(filter(None, [hooks.judge_calls_per_step(rows, prompts, args.num_generations), cost.line()]))
-    return GRPORun(trainer, toolbox, client, Path(args.output_dir), hooks, note)
+    return GRPORun(trainer, toolbox, client, Path(args.output_dir), hooks if hooks.active else None, note)

@@ -35,10 +35,8 @@ import asyncio
 import json
 import logging
 import os
-import queue
 import random
 import statistics
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -46,6 +44,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rubricforge.agent.prompt import agent_prompt, no_tool_prompt
+from rubricforge.agent.tasks import training_rows
 from rubricforge.config import Config
 from rubricforge.errors import UserError
 from rubricforge.extras import needs
@@ -57,103 +57,15 @@ from rubricforge.rewards.trajectory import parse_trajectory
 from rubricforge.rubric_gen.bank import BankSettings, RubricBank, RubricItem, TaskRubrics, prune
 from rubricforge.rubric_gen.meta_rubrics import Weakness, combinations, meta_rubrics, proposer_messages, weaknesses
 from rubricforge.rundir import atomic_write_json
-from rubricforge.training.adaptive import TOOL, no_tool_prompt, step_modes
+from rubricforge.training.adaptive import TOOL, step_modes
 from rubricforge.training.cost import hote_cost
-from rubricforge.training.data import agent_prompt, training_rows
 from rubricforge.training.grpo import response_tokens
+from rubricforge.training.stepping import Worker
+from rubricforge.training.trl_seams import jsonable_generation, stepped_trainer
 
 log = logging.getLogger(__name__)
 STATE = "state.json"
 STEPS = "steps.jsonl"  # one line per finished step: batch, modes, rewards, judge calls, timings
-
-
-# ---------------------------------------------------------------- the two trainers, one step at a time
-
-class _Stop(Exception):
-    """Raised inside a parked trainer thread to end its ``train()`` when the driver is done."""
-
-
-class Worker:
-    """A trainer's ``train()`` in a thread. The trainer calls :meth:`request` where it needs the driver (its
-    next step's rows, its rewards) and blocks there; the driver answers with :meth:`send` and waits on
-    :meth:`wait`, so the two never run at once."""
-
-    def __init__(self, name: str):
-        self.name = name
-        self._events: queue.Queue[tuple[str, Any]] = queue.Queue()
-        self._answers: queue.Queue[Any] = queue.Queue()
-        self._thread: threading.Thread | None = None
-
-    def start(self, train: Callable[[], Any]) -> None:
-        def main() -> None:
-            try:
-                train()
-            except _Stop:
-                return
-            except BaseException as exc:  # noqa: BLE001 - handed to the driver, which re-raises it
-                self._events.put(("error", exc))
-                return
-            self._events.put(("finished", None))
-
-        self._thread = threading.Thread(target=main, name=f"hote-{self.name}", daemon=True)
-        self._thread.start()
-
-    def request(self, kind: str, payload: Any = None) -> Any:  # trainer thread
-        self._events.put((kind, payload))
-        answer = self._answers.get()
-        if answer is _Stop:
-            raise _Stop
-        return answer
-
-    def wait(self, *kinds: str) -> tuple[str, Any]:  # driver
-        kind, payload = self._events.get()
-        if kind == "error":
-            raise payload
-        if kind not in kinds:
-            raise RuntimeError(f"the {self.name} trainer said '{kind}', expected {' or '.join(kinds)}")
-        return kind, payload
-
-    def send(self, answer: Any) -> None:
-        self._answers.put(answer)
-
-    def stop(self) -> None:
-        if self._thread is not None and self._thread.is_alive():
-            self._answers.put(_Stop)
-            self._thread.join()
-
-
-def stepped_trainer(worker: Worker, **kwargs: Any) -> Any:
-    """A GRPOTrainer whose generation batches are the rows the driver sends (the dataset only counts steps);
-    a job may carry a held generation (``stash``), which then replaces sampling (the proposer's pending step)."""
-    with needs("train"):
-        from trl import GRPOTrainer
-
-    class SteppedGRPOTrainer(GRPOTrainer):
-        stash: list[Any] | None = None
-        last_generation: list[Any] | None = None
-
-        def _generate_and_score_completions(self, inputs):
-            job = worker.request("ready")
-            if len(job["rows"]) != len(inputs):
-                raise RuntimeError(f"{worker.name}: {len(job['rows'])} rows for a batch of {len(inputs)}")
-            self.stash = job.get("stash")
-            return super()._generate_and_score_completions(job["rows"])
-
-        def _generate(self, prompts):
-            out = list(self.stash) if self.stash is not None else list(super()._generate(prompts))
-            self.stash, self.last_generation = None, out
-            return tuple(out)
-
-    return SteppedGRPOTrainer(**kwargs)
-
-
-def _jsonable_generation(out: Sequence[Any]) -> list[Any]:
-    """TRL's ``_generate`` output (ids, masks, completions, log-probs, extras) as JSON for the state file."""
-    if out[6] is not None or any(out[7] or []):
-        raise UserError("the proposer's generation holds images", "train hote with text-only models")
-    return json.loads(json.dumps([list(map(list, out[0])), list(map(list, out[1])),
-                                  None if out[2] is None else list(map(list, out[2])), out[3],
-                                  None if out[4] is None else list(map(list, out[4])), out[5], None, out[7]]))
 
 
 # ---------------------------------------------------------------- validity of a proposed task (docs/methods.md H-5)
@@ -276,8 +188,8 @@ class HoteRun:
         with needs("train"):
             from datasets import Dataset
 
+        from rubricforge.agent.environment import NoToolEnvironment, environment_factory
         from rubricforge.corpora.tools import ToolBox
-        from rubricforge.training.environment import NoToolEnvironment, environment_factory
         from rubricforge.training.model import load_tokenizer
 
         h = self.cfg.hote
@@ -467,7 +379,7 @@ class HoteRun:
         if rows:
             self.proposer_worker.send({"rows": rows})
             _, texts = self.proposer_worker.wait("proposals")
-            self.generation = _jsonable_generation(self.proposer.last_generation)
+            self.generation = jsonable_generation(self.proposer.last_generation)
             self._accept(t, groups, texts, record)
         else:
             self.synthetic, self.pending = [], []

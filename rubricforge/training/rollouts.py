@@ -2,8 +2,9 @@
 
 Each question is answered ``train.rollouts_per_prompt`` times with the same prompt, tools and environment
 as GRPO training (the App. D system prompt, the tool schemas rendered by the chat template, one
-:class:`~rubricforge.training.environment.ResearchEnvironment` per trajectory, at most
-``train.max_tool_turns`` tool turns, tool calls parsed with TRL's response parser). One JSONL line per
+:class:`~rubricforge.agent.environment.ResearchEnvironment` per trajectory, at most
+``train.max_tool_turns`` tool turns, tool calls parsed with TRL's response parser; the episode is
+:func:`rubricforge.agent.react.run_episode`). One JSONL line per
 trajectory, appended as soon as it is done (a re-run skips finished ones)::
 
     {"key": "<id>#<k>", "id", "sample": k, "response": [<assistant/tool messages>], "messages": [<prompt +
@@ -12,7 +13,7 @@ trajectory, appended as soon as it is done (a re-run skips finished ones)::
 ``response`` + ``snippets`` is what ``rubricforge reward score`` reads (reward audits, ``train dpo-pairs``);
 ``messages`` + ``tools`` is what ``rubricforge train sft`` reads.
 
-``workflow="mams"`` runs seed 004's MaMs workflow (:mod:`rubricforge.training.mams`) with the same tools
+``workflow="mams"`` runs seed 004's MaMs workflow (:mod:`rubricforge.agent.mams`) with the same tools
 instead: ``response`` is ``<answer>`` + the final report, ``calls`` every policy call of the episode
 (role, messages, completion) and ``workflow`` "mams".
 """
@@ -24,14 +25,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rubricforge.agent.environment import ResearchEnvironment
+from rubricforge.agent.mams import run_mams
+from rubricforge.agent.react import run_episode
+from rubricforge.agent.tasks import training_rows
 from rubricforge.config import Config
 from rubricforge.corpora.tools import ToolBox
 from rubricforge.errors import UserError
 from rubricforge.extras import needs
 from rubricforge.rundir import StageLog
-from rubricforge.training.data import training_rows
-from rubricforge.training.environment import ResearchEnvironment
-from rubricforge.training.mams import run_mams
 from rubricforge.training.model import load_tokenizer
 
 
@@ -83,32 +85,6 @@ class Sampler:
             out = self.model.generate(torch.tensor([prompt], device=self.device), max_new_tokens=self.max_new_tokens,
                                       pad_token_id=self.tokenizer.pad_token_id, **self.sampling)
         return parse_response(self.tokenizer, out[0, len(prompt):].tolist(), prefix=prompt, tools=tools)
-
-
-def as_text_thought(message: dict[str, Any]) -> dict[str, Any]:
-    """TRL's parser moves ``<think>`` into ``reasoning_content``, which Qwen2.5's template does not render: put
-    it back into the content so later turns (and SFT on the trajectory) see the thought."""
-    message = dict(message)
-    if reasoning := message.pop("reasoning_content", None):
-        message["content"] = f"<think>{reasoning}</think>\n{message.get('content') or ''}"
-    return message
-
-
-def run_episode(sampler: Any, env: ResearchEnvironment, prompt: list[dict[str, Any]], max_tool_turns: int) -> list[dict[str, Any]]:
-    """One trajectory: assistant turns and tool results until an answer without tool calls (or the cap)."""
-    tools = [env.search, env.browse, env.scholar]
-    messages = list(prompt)
-    for turn in range(max_tool_turns + 1):
-        message = as_text_thought(sampler.turn(messages, tools))
-        messages.append(message)
-        calls = message.get("tool_calls") or []
-        if not calls or turn == max_tool_turns:
-            break
-        for call in calls:
-            function = call.get("function") or {}
-            name = str(function.get("name", ""))
-            messages.append({"role": "tool", "name": name, "content": env.toolbox.call(name, function.get("arguments"))})
-    return messages[len(prompt):]
 
 
 def sample_rollouts(cfg: Config, dataset: str | Path, model: str, out: str | Path, limit: int | None = None,

@@ -44,14 +44,22 @@ from rubricforge.errors import UserError
 from rubricforge.extras import needs
 from rubricforge.rewards.format_reward import format_reward
 from rubricforge.rewards.judging import Judge
-from rubricforge.rewards.score import Assessment, EmaBaseline, assess, extract_conclusion, pairwise_consistency
-from rubricforge.rewards.score import report_reward, verified
+from rubricforge.rewards.score import Assessment, EmaBaseline, assess, extract_conclusion, pairwise_consistency, report_reward, verified
 from rubricforge.rewards.trajectory import parse_trajectory
-from rubricforge.rubric_gen.score_dims import (DimensionScheduler, Harness, Selection, default_selection, harness_due,
-                                               harness_statistics, parse_selection, refresh_harness,
-                                               selection_messages)
+from rubricforge.rubric_gen.score_dims import (
+    DimensionScheduler,
+    Harness,
+    Selection,
+    default_selection,
+    harness_due,
+    harness_statistics,
+    parse_selection,
+    refresh_harness,
+    selection_messages,
+)
 from rubricforge.rundir import atomic_write_json
-from rubricforge.training.adaptive import STATE_FILE, _run, task_id
+from rubricforge.training.adaptive import _run, task_id
+from rubricforge.training.trl_seams import score_trainer
 
 STATE_DIR = "score"
 
@@ -237,7 +245,7 @@ class PolicyAssessor:
         self.model, self.tokenizer, self.temperature, self.max_tokens = model, tokenizer, temperature, max_tokens
         self.calls = 0
 
-    def _generate(self, messages: list[dict[str, str]]) -> str:
+    def _sample(self, messages: list[dict[str, str]]) -> str:
         with needs("train"):
             import torch
 
@@ -252,7 +260,7 @@ class PolicyAssessor:
                            seed: int | None = None) -> Any:
         for _ in range(2):
             self.calls += 1
-            text = self._generate(messages)
+            text = self._sample(messages)
             try:
                 return output.from_text(text)
             except ValueError as exc:
@@ -262,121 +270,7 @@ class PolicyAssessor:
         return None
 
 
-# ---------------------------------------------------------------- the trainer
-
-def _pad(rows: Sequence[Any], value: int, side: str) -> Any:
-    with needs("train"):
-        import torch
-        from trl.trainer.utils import pad
-
-    return pad([torch.as_tensor(r) for r in rows], padding_value=value, padding_side=side)
-
-
-def _stack(a: Any, b: Any, value: float, side: str) -> Any:
-    """Rows of ``a`` then ``b`` (2-D), the narrower padded on ``side``."""
-    with needs("train"):
-        import torch
-        import torch.nn.functional as F
-
-    width = max(a.size(1), b.size(1))
-
-    def widen(t: Any) -> Any:
-        extra = width - t.size(1)
-        return F.pad(t, (extra, 0) if side == "left" else (0, extra), value=value) if extra else t
-
-    return torch.cat([widen(a), widen(b.to(a.device, a.dtype))], dim=0)
-
-
-def score_trainer(loop: ScoreLoop, *args: Any, **kwargs: Any) -> Any:
-    """A GRPOTrainer running SCORE's steps (module docstring); saves the loop's state in checkpoints."""
-    with needs("train"):
-        import torch
-        from transformers import TrainerCallback
-        from trl import GRPOTrainer
-
-    class SaveState(TrainerCallback):
-        def on_save(self, args, state, control, **kw):
-            if state.is_world_process_zero:
-                loop.save(Path(args.output_dir) / f"checkpoint-{state.global_step}" / STATE_FILE)
-
-    class ScoreGRPOTrainer(GRPOTrainer):
-        def _generate_and_score_completions(self, inputs):
-            if not self.model.training:
-                raise UserError("SCORE has no evaluation loop", "leave train.grpo_args eval_strategy at 'no'")
-            step = self.state.global_step + 1
-            prompts = loop.selection_prompts(inputs, step)
-            ids = list(prompts)
-            tok = self.processing_class
-            prompt_ids = [tok.apply_chat_template(prompts[t], add_generation_prompt=True, tokenize=True,
-                                                  return_dict=False) for t in ids]
-            completion_ids, logprobs = self._generate_single_turn(prompt_ids, None, {}, 1)
-            texts = tok.batch_decode(completion_ids, skip_special_tokens=True)
-            out = super()._generate_and_score_completions(loop.condition(inputs, dict(zip(ids, texts, strict=True))))
-            advantages, metrics = loop.finish(self, ids)
-            for key, value in metrics.items():
-                self._metrics["train"][key].append(value)
-            self._metrics["train"]["score/writer_rows"].append(float(len(inputs)))
-            self._metrics["train"]["score/evaluator_rows"].append(float(len(ids)))
-            return self._with_evaluator_rows(out, prompt_ids, completion_ids, logprobs, advantages)
-
-        def _get_train_sampler(self, dataset=None):
-            """TRL's sampler, its shuffle seeded per epoch (seed + epoch): a resumed run draws the same queries
-            for a step as the run it resumes (TRL's draws each epoch from one running generator)."""
-            sampler = super()._get_train_sampler(dataset)
-            if getattr(sampler, "generator", None) is not None and sampler.seed is not None:
-                sampler.set_epoch = lambda epoch: sampler.generator.manual_seed(sampler.seed + epoch)
-            return sampler
-
-        def _with_evaluator_rows(self, out, prompt_ids, completion_ids, logprobs, advantages):
-            """The generation batch plus one row per selection sample (advantage α·Â_e)."""
-            device = out["prompt_ids"].device
-            p_ids = _pad(prompt_ids, self._tokenizer.pad_token_id, "left").to(device)
-            p_mask = _pad([[1] * len(r) for r in prompt_ids], 0, "left").to(device)
-            c_ids = _pad(completion_ids, self._tokenizer.pad_token_id, "right").to(device)
-            c_mask = _pad([[1] * len(r) for r in completion_ids], 0, "right").to(device)
-            extra = {"prompt_ids": p_ids, "prompt_mask": p_mask, "completion_ids": c_ids, "completion_mask": c_mask}
-            known = {"prompt_ids", "prompt_mask", "completion_ids", "completion_mask", "advantages",
-                     "num_items_in_batch", "old_per_token_logps", "ref_per_token_logps", "sampling_per_token_logps",
-                     "importance_sampling_ratio", "tool_mask"}
-            if unknown := set(out) - known:
-                raise UserError(f"SCORE cannot add evaluator rows to a batch with {', '.join(sorted(unknown))}",
-                                "train a text-only model")
-            ids = torch.cat([p_ids, c_ids], dim=1)
-            mask = torch.cat([p_mask, c_mask], dim=1)
-            with torch.no_grad():
-                if "old_per_token_logps" in out:
-                    extra["old_per_token_logps"] = self._get_per_token_logps_and_entropies(
-                        self.model, ids, mask, c_ids.size(1), batch_size=self.args.per_device_train_batch_size)[0]
-                if "ref_per_token_logps" in out:
-                    if self.ref_model is None:
-                        raise UserError("SCORE's KL term needs a reference model copy (no PEFT adapter reference)",
-                                        "train without peft_config, or set score.kl=0")
-                    extra["ref_per_token_logps"] = self._get_per_token_logps_and_entropies(
-                        self.ref_model, ids, mask, c_ids.size(1), batch_size=self.args.per_device_train_batch_size)[0]
-            if "sampling_per_token_logps" in out:  # vLLM's log-probs of the selection tokens
-                extra["sampling_per_token_logps"] = _pad([[float("nan") if x is None else x for x in row]
-                                                          for row in logprobs], 0, "right").to(device)
-            if "importance_sampling_ratio" in out:  # no correction for the short selections: ratio 1
-                ratio = out["importance_sampling_ratio"]
-                extra["importance_sampling_ratio"] = torch.ones(len(prompt_ids), ratio.size(1) if ratio.size(1) == 1
-                                                                else c_ids.size(1), device=device)
-            if "tool_mask" in out:
-                extra["tool_mask"] = torch.ones_like(c_mask)
-            merged = dict(out)
-            for key, value in extra.items():
-                side = "left" if key.startswith("prompt") else "right"
-                fill = (self._tokenizer.pad_token_id if key.endswith("_ids") else
-                        1 if key in ("tool_mask", "importance_sampling_ratio") else 0)
-                merged[key] = _stack(out[key], value, fill, side)
-            merged["advantages"] = torch.cat([out["advantages"], torch.tensor(advantages, device=device,
-                                                                              dtype=out["advantages"].dtype)])
-            merged["num_items_in_batch"] = out["num_items_in_batch"] + c_mask.sum()
-            return merged
-
-    trainer = ScoreGRPOTrainer(*args, **kwargs)
-    trainer.add_callback(SaveState())
-    return trainer
-
+# ---------------------------------------------------------------- the trainer (its GRPOTrainer: trl_seams.score_trainer)
 
 def score_reward(loop: ScoreLoop) -> Any:
     """The writer's TRL reward: R_s of each rollout (None = unscored, left out of its group)."""
@@ -415,10 +309,10 @@ def build_score(cfg: Config, dataset: str | Path, model: str) -> Any:
     with needs("train"):
         from datasets import Dataset
 
+    from rubricforge.agent.environment import environment_factory
+    from rubricforge.agent.tasks import training_rows
     from rubricforge.llm import LLMClient
     from rubricforge.training.cost import score_cost
-    from rubricforge.training.data import training_rows
-    from rubricforge.training.environment import environment_factory
     from rubricforge.training.grpo import GRPORun
     from rubricforge.training.model import load_tokenizer
 

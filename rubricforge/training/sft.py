@@ -25,6 +25,7 @@ from rubricforge.errors import UserError, require_file
 from rubricforge.extras import needs
 from rubricforge.rewards.trajectory import parse_trajectory
 from rubricforge.training.model import load_tokenizer
+from rubricforge.training.trl_seams import curriculum_sft_trainer
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +111,7 @@ def early_stop(cfg: Config, tokenizer: Any) -> Any:
         import torch
         from transformers import TrainerCallback
 
-    from rubricforge.training.data import training_rows
+    from rubricforge.agent.tasks import training_rows
 
     t = cfg.train
     prompts = [r["prompt"] for r in training_rows(t.sft_stop_prompts or "", [])]
@@ -146,23 +147,15 @@ def sft_trainer(cfg: Config, rows: list[dict[str, Any]], model: str, stage: str 
     """TRL's SFTTrainer over ``rows`` (``messages``, ``tools``), with the model's tokenizer checked for tool calls;
     with ``train.sft_curriculum`` in curriculum order, with ``train.sft_stop_prompts`` the early stop."""
     with needs("train"):
-        from torch.utils.data import SequentialSampler
-        from trl import SFTConfig, SFTTrainer
+        from trl import SFTConfig
 
     from rubricforge.training.grpo import output_dir, trl_config
 
     args = trl_config(SFTConfig, sft_args(cfg, output_dir(cfg, stage)))
     tokenizer = load_tokenizer(model, cfg.train.chat_template)
     ordered = cfg.train.sft_curriculum
-
-    class CurriculumSFTTrainer(SFTTrainer):
-        def _get_train_sampler(self, dataset=None):
-            if not ordered:
-                return super()._get_train_sampler(dataset)
-            return SequentialSampler(dataset if dataset is not None else self.train_dataset)
-
-    trainer = CurriculumSFTTrainer(model=model, args=args, processing_class=tokenizer,
-                                   train_dataset=sft_dataset(curriculum(rows) if ordered else rows))
+    trainer = curriculum_sft_trainer(ordered, model=model, args=args, processing_class=tokenizer,
+                                     train_dataset=sft_dataset(curriculum(rows) if ordered else rows))
     if cfg.train.sft_stop_prompts:
         trainer.add_callback(early_stop(cfg, tokenizer))
     return trainer

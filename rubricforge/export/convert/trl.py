@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rubricforge.agent_prompt import agent_system_prompt, prompt_hash
+from rubricforge.agent.prompt import agent_prompt, prompt_hash
 from rubricforge.export.convert import rubricforge as rf
 from rubricforge.export.convert._rows import user_text
 
@@ -27,10 +27,6 @@ def to_rubricforge(rec: Mapping[str, Any], n: int) -> dict[str, Any]:
     row.setdefault("question", user_text(rec["prompt"]))
     row.setdefault("id", n)
     return rf.to_rubricforge(row, n)
-
-
-def agent_prompt(question: str) -> list[dict[str, str]]:
-    return [{"role": "system", "content": agent_system_prompt()}, {"role": "user", "content": question}]
 
 
 def from_rubricforge(row: Mapping[str, Any], source: str = "rubricforge") -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""Training rows from a rubricforge dataset: the columns each reward needs, and the agent's prompt.
+"""The agent's tasks (for training, rollouts, DPO pairs): a rubricforge dataset's rows, checked for the columns each
+reward needs, with the agent's prompt.
 
 Any layout ``rubricforge reward score`` reads works (an export folder, a run directory, ``trl/``,
 ``data.parquet``, a ``.jsonl``). A row keeps every column (TRL hands them to the reward functions and to
@@ -12,13 +13,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from rubricforge.agent_prompt import agent_system_prompt
+from rubricforge.agent.prompt import agent_prompt
 from rubricforge.errors import UserError
 from rubricforge.rewards.inputs import load_examples
 from rubricforge.rewards.scorer import check_columns
-
-def agent_prompt(question: str) -> list[dict[str, str]]:
-    return [{"role": "system", "content": agent_system_prompt()}, {"role": "user", "content": question}]
 
 
 def training_rows(dataset: str | Path, rewards: Iterable[str]) -> list[dict[str, Any]]:

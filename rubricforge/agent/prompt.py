@@ -1,7 +1,7 @@
 """The deep-research agent's system prompt (DeepRubric App. D.1, Figures 13–14), shared by the dataset's
-TRL view and the trainer.
+TRL view, the rollouts and the trainer; :func:`agent_prompt` is a question's conversational prompt.
 
-The text lives in ``rubricforge/prompts/agent_system.md``; a leading ``<!-- ... -->`` comment there
+The text lives in ``rubricforge/agent/prompts/agent_system.md``; a leading ``<!-- ... -->`` comment there
 documents its origin and is not part of the prompt. :func:`prompt_hash` is a short sha256 of the
 file's bytes, recorded next to every exported prompt so a changed prompt is visible in the data.
 """
@@ -35,3 +35,13 @@ def no_tool_system_prompt() -> str:
 def prompt_hash() -> str:
     """12 hex digits of the sha256 of the prompt file (the same scheme as the pipelines' prompt hashes)."""
     return hashlib.sha256(PROMPT_FILE.read_bytes()).hexdigest()[:12]
+
+
+def agent_prompt(question: str) -> list[dict[str, str]]:
+    """The conversation the agent starts from: the system prompt, then ``question`` as the user turn."""
+    return [{"role": "system", "content": agent_system_prompt()}, {"role": "user", "content": question}]
+
+
+def no_tool_prompt(question: str) -> list[dict[str, str]]:
+    """The no-tool mode's conversation: its system prompt, then ``question``."""
+    return [{"role": "system", "content": no_tool_system_prompt()}, {"role": "user", "content": question}]
