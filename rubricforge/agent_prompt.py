@@ -35,3 +35,8 @@ def no_tool_system_prompt() -> str:
 def prompt_hash() -> str:
     """12 hex digits of the sha256 of the prompt file (the same scheme as the pipelines' prompt hashes)."""
     return hashlib.sha256(PROMPT_FILE.read_bytes()).hexdigest()[:12]
+
+
+def agent_messages(question: str) -> list[dict[str, str]]:
+    """A conversational prompt: the agent's system prompt, then ``question`` as the user's turn."""
+    return [{"role": "system", "content": agent_system_prompt()}, {"role": "user", "content": question}]

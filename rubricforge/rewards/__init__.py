@@ -28,7 +28,7 @@ seed 004 Eq. 2, 3           :func:`.pref_score.weighted_score`, :func:`.pref_sco
 seed 004 Eqs. 6, 7          :func:`.pref_metrics.preference_accuracy`, :func:`.pref_metrics.paired_cohens_d`
 HOTE Eq. 2                  :func:`.hote.hote_reward` (binary judge per rubric)
 HOTE Eq. 5                  :func:`.hote.proposer_reward`
-SCORE §3.5, Alg. 1 l.23     :func:`.score.report_reward`, :func:`.score.verified`
+SCORE §3.5, Alg. 1 l.23     :func:`.score.score_report_reward`, :func:`.score.verified`
 SCORE Alg. 2, App. E        :func:`.score.pairwise_consistency`, :class:`.score.EmaBaseline`
 SCORE Listings 1, 4         :func:`.score.check_citations`, :func:`.score.valid_citation_ratio`, :func:`.score.assess`
 ==========================  =======================================================

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rubricforge.agent_prompt import agent_system_prompt, prompt_hash
+from rubricforge.agent_prompt import agent_messages, prompt_hash
 from rubricforge.export.convert import rubricforge as rf
 from rubricforge.export.convert._rows import user_text
 
@@ -29,9 +29,5 @@ def to_rubricforge(rec: Mapping[str, Any], n: int) -> dict[str, Any]:
     return rf.to_rubricforge(row, n)
 
 
-def agent_prompt(question: str) -> list[dict[str, str]]:
-    return [{"role": "system", "content": agent_system_prompt()}, {"role": "user", "content": question}]
-
-
 def from_rubricforge(row: Mapping[str, Any], source: str = "rubricforge") -> dict[str, Any]:
-    return {**row, "prompt": agent_prompt(row["question"]), "system_prompt_hash": prompt_hash()}
+    return {**row, "prompt": agent_messages(row["question"]), "system_prompt_hash": prompt_hash()}
