@@ -79,6 +79,16 @@ def test_the_cli_reference_is_generated_from_the_app():
         "docs/cli.md is out of date: run python tools/cli_reference.py")
 
 
+def test_the_formula_table_is_generated_from_the_registry():
+    spec = importlib.util.spec_from_file_location("formulas", ROOT / "tools" / "formulas.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    text = module.render()
+    assert "| Prefs | Eq. 2, App. C.2 |" in text and "`pref_rubric` (group `prefs`" in text
+    assert (ROOT / "docs" / "formulas.md").read_text(encoding="utf-8") == text, (
+        "docs/formulas.md is out of date: run python tools/formulas.py")
+
+
 def test_mkdocs_builds_strict(tmp_path):
     pytest.importorskip("mkdocs", reason="mkdocs is in the dev extra")
     mkdocs = shutil.which("mkdocs", path=str(Path(sys.executable).parent)) or "mkdocs"
