@@ -47,17 +47,10 @@ def render() -> str:
 
 
 def main(argv: list[str]) -> int:
-    text = render()
-    if "--check" in argv:
-        current = PAGE.read_text(encoding="utf-8") if PAGE.exists() else ""
-        if current != text:
-            print(f"{PAGE} is out of date: run python tools/formulas.py", file=sys.stderr)
-            return 1
-        return 0
-    PAGE.write_text(text, encoding="utf-8")
-    print(PAGE)
-    return 0
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from cli_reference import write_or_check
 
+    return write_or_check(PAGE, render(), argv)
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
