@@ -1,4 +1,4 @@
-"""The rubric generator's hybrid reward (seed 004 Eq. 1, §3.3; docs/methods.md Q-5, Q-6).
+"""The rubric generator's hybrid reward (Prefs Eq. 1, §3.3; docs/methods.md Q-5, Q-6).
 
 R_total = λ_pref R_pref + λ_llm R_llm + R_fmt for one generated rubric y of a query with a preference pair:
 

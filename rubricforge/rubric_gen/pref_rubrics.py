@@ -1,4 +1,4 @@
-"""Query-specific rubrics in seed 004's ``{title, description, weight}`` form (§3.3, App. C.1, App. I; docs/methods.md Q-2).
+"""Query-specific rubrics in Prefs' ``{title, description, weight}`` form (§3.3, App. C.1, App. I; docs/methods.md Q-2).
 
 :func:`parse_rubric_items` reads a generator's answer: a JSON array (a ```json fence or prose around it
 is tolerated) of objects with exactly ``title``, ``description`` and ``weight``, numeric weights, at
@@ -87,7 +87,7 @@ def soft_warnings(items: list[PrefRubricItem]) -> list[str]:
 
 
 def pref_format_reward(text: str) -> int:
-    """R_fmt (seed 004 §3.3): −1 if a hard check of :func:`parse_rubric_items` fails, else 0."""
+    """R_fmt (Prefs §3.3): −1 if a hard check of :func:`parse_rubric_items` fails, else 0."""
     try:
         parse_rubric_items(text)
     except ValueError:
