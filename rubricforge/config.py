@@ -253,8 +253,8 @@ class RewardConfig(Section):
     citation_relevance_threshold: float = Field(0.5, ge=0, le=1)  # τ of MindDR Eq. 10 (lexical relevance)
     tense_today: date | None = None  # the `tense` reward's "now" (MindDR App. 8.4); None: the day of scoring
     concurrency: int = Field(8, ge=1)  # rollouts scored at once by `rubricforge reward score` (reports by `rubrics eval`)
-    lambda_pref: float = Field(1.0, ge=0)  # λ_pref of seed 004 Eq. 1 (the rubric generator's hybrid reward)
-    lambda_llm: float = Field(1.0, ge=0)  # λ_llm of seed 004 Eq. 1
+    lambda_pref: float = Field(1.0, ge=0)  # λ_pref of Prefs Eq. 1 (the rubric generator's hybrid reward)
+    lambda_llm: float = Field(1.0, ge=0)  # λ_llm of Prefs Eq. 1
 
 
 class RunnerConfig(Section):

@@ -7,7 +7,7 @@ Evidence-tree pipeline (DeepRubric §3.1–3.2): :class:`EvidenceStatement`, :cl
 Knowledge-graph pipeline (MindDR §4.1, §4.5, §4.6): :class:`KGEdge`, :class:`KGPath`,
 the stage records :class:`KGExtraction`, :class:`KGQuestion`, :class:`KGFilterResults`,
 :class:`KGLongform`; :class:`RaceCriterion`, :class:`RaceRubrics`, :class:`KGExample`.
-Preference data (seed 004 §3.2, §4.1): :class:`PreferencePair`.
+Preference data (Prefs §3.2, §4.1): :class:`PreferencePair`.
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ class EvidenceTree(Record):
 
 class Criterion(Record):
     """One rubric criterion (Fig. 11). ``weight`` may be negative for debunking criteria. ``type`` is None for
-    rubrics written as ``{title, description, weight}`` (DR Tulu, seed 004, HealthBench, HOTE)."""
+    rubrics written as ``{title, description, weight}`` (DR Tulu, Prefs, HealthBench, HOTE)."""
 
     id: str
     type: Literal["factual", "logical"] | None = None
@@ -278,11 +278,11 @@ class KGExample(Record):
     prompt_hashes: dict[str, str] = Field(default_factory=dict)
 
 
-# ---------------------------------------------------------------- preference pairs (seed 004)
+# ---------------------------------------------------------------- preference pairs (Prefs)
 
 
 class PreferencePair(Record):
-    """One (query, chosen report, rejected report) triple (seed 004 §3.2 Stage 3; docs/methods.md Q-1).
+    """One (query, chosen report, rejected report) triple (Prefs §3.2 Stage 3; docs/methods.md Q-1).
 
     ``report_chosen`` is r_acc, ``report_rejected`` r_rej (final report text, no tool trace). ``split`` is
     assigned topic-balanced 8:1:1 on import unless the file gives it. ``degradation`` says how a synthetic

@@ -23,7 +23,7 @@ def _field(prompt: str, name: str, until: str | None) -> str:
     return prompt[start:prompt.index(until, start)] if until else prompt[start:]
 
 
-def seed004_judge(body: dict[str, Any]) -> Reply:
+def prefs_judge(body: dict[str, Any]) -> Reply:
     prompt = "\n".join(str(m.get("content", "")) for m in body["messages"])
     if "professional rubric-writing expert" in prompt:
         return Reply(json.dumps(APP_I))

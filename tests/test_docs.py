@@ -69,14 +69,18 @@ def test_the_readme_is_short():
     assert len((ROOT / "README.md").read_bytes()) <= 12 * 1024
 
 
-def test_the_cli_reference_is_generated_from_the_app():
-    spec = importlib.util.spec_from_file_location("cli_reference", ROOT / "tools" / "cli_reference.py")
+@pytest.mark.parametrize(("tool", "page", "markers"), [
+    ("cli_reference", "cli.md", ["## `rubricforge reward score`", "--rewards"]),  # from the Typer app
+    ("formulas", "formulas.md", ["| Prefs | Eq. 2, App. C.2 |", "`pref_rubric` (group `prefs`"]),  # the registry
+])
+def test_generated_pages_are_up_to_date(tool, page, markers):
+    spec = importlib.util.spec_from_file_location(tool, ROOT / "tools" / f"{tool}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     text = module.render()
-    assert "## `rubricforge reward score`" in text and "--rewards" in text
-    assert (ROOT / "docs" / "cli.md").read_text(encoding="utf-8") == text, (
-        "docs/cli.md is out of date: run python tools/cli_reference.py")
+    assert all(marker in text for marker in markers)
+    assert (ROOT / "docs" / page).read_text(encoding="utf-8") == text, (
+        f"docs/{page} is out of date: run python tools/{tool}.py")
 
 
 def test_mkdocs_builds_strict(tmp_path):

@@ -8,12 +8,12 @@ import json
 
 import pytest
 from llm_fakes import FakeOpenAI, litellm_llm_config
-from pref_fakes import APP_I, seed004_judge
+from pref_fakes import APP_I, prefs_judge
 
 from rubricforge.config import Config
 from rubricforge.rewards import pref_metrics as pm
 from rubricforge.rewards.pref_score import Rating, preference_reward, report_score, weighted_score
-from rubricforge.rubric_gen.pref_rubrics import format_reward, parse_rubric_items, to_criteria
+from rubricforge.rubric_gen.pref_rubrics import parse_rubric_items, pref_criteria, pref_format_reward
 from rubricforge.schema import Criterion
 
 
@@ -70,18 +70,18 @@ def test_cohens_d_of_equal_gaps_is_undefined_despite_rounding():
 
 def test_format_reward_exact_cases():
     app_i = json.dumps(APP_I)
-    assert format_reward(app_i) == 0
+    assert pref_format_reward(app_i) == 0
     items, warnings = parse_rubric_items(app_i)
     assert len(items) == 13 and warnings == []
-    assert format_reward(json.dumps([{k: v for k, v in APP_I[0].items() if k != "weight"}, *APP_I[1:]])) == -1
-    assert format_reward(json.dumps({"rubrics": APP_I})) == -1
-    assert format_reward(f"```json\n{app_i}\n```\nThese rubrics cover the request.") == 0
-    assert format_reward(app_i + "\nI hope this helps.") == 0
-    assert format_reward(json.dumps([{**i, "weight": -1} for i in APP_I])) == -1
-    assert format_reward("no json here") == -1
+    assert pref_format_reward(json.dumps([{k: v for k, v in APP_I[0].items() if k != "weight"}, *APP_I[1:]])) == -1
+    assert pref_format_reward(json.dumps({"rubrics": APP_I})) == -1
+    assert pref_format_reward(f"```json\n{app_i}\n```\nThese rubrics cover the request.") == 0
+    assert pref_format_reward(app_i + "\nI hope this helps.") == 0
+    assert pref_format_reward(json.dumps([{**i, "weight": -1} for i in APP_I])) == -1
+    assert pref_format_reward("no json here") == -1
     short = parse_rubric_items(json.dumps([{"title": "Too short", "description": "Covers it.", "weight": 7}]))[1]
     assert short == ["1 items (C.1 asks for 7-20)", "item 0: no 'Key/Important/Optional/Error Criterion:' prefix"]
-    criteria = to_criteria(items)
+    criteria = pref_criteria(items)
     assert criteria[0].id == "R1" and criteria[0].title == "Coverage of Common Failures" and criteria[-1].weight == -1
 
 
@@ -94,12 +94,12 @@ def _judge(tmp_path, server):
 
 
 def test_report_score_through_the_judge(tmp_path):
-    criteria = to_criteria(APP_I)  # 10 positive items (weights 5,5,5,4,4,3,3,2,2,1) and 3 error items (-2,-2,-1)
+    criteria = pref_criteria(APP_I)  # 10 positive items (weights 5,5,5,4,4,3,3,2,2,1) and 3 error items (-2,-2,-1)
 
     async def run(judge, report):
         return await report_score(judge, "Please analyse common network failures.", report, criteria)
 
-    with FakeOpenAI(responder=seed004_judge) as server:
+    with FakeOpenAI(responder=prefs_judge) as server:
         judge = _judge(tmp_path, server)
         good = asyncio.run(run(judge, "GOOD report"))
         bad = asyncio.run(run(judge, "weak report"))

@@ -1,5 +1,5 @@
 """`rubricforge rubrics eval` end to end: real client, cache, run directory and metrics; the judge and the rubric
-generator are a scripted OpenAI-compatible server (:func:`pref_fakes.seed004_judge`)."""
+generator are a scripted OpenAI-compatible server (:func:`pref_fakes.prefs_judge`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import json
 import pytest
 import yaml
 from llm_fakes import FakeOpenAI, litellm_llm_config
-from pref_fakes import seed004_judge
+from pref_fakes import prefs_judge
 from typer.testing import CliRunner
 
 from rubricforge.cli import app
@@ -53,7 +53,7 @@ def test_rubrics_eval_table_run_dir_and_resume(tmp_path):
     from rubricforge.jobs.rubric_eval import evaluate
 
     pairs, (race, dataset) = _pairs(tmp_path), _files(tmp_path)
-    with FakeOpenAI(responder=seed004_judge) as server:
+    with FakeOpenAI(responder=prefs_judge) as server:
         cfg = load_config(_config(tmp_path, server))
         sources = ["general", "generated", "closed-book", "race", "tree"]
         result = evaluate(cfg, pairs, sources, race_file=race, dataset=dataset, n_boot=200, progress=False)
@@ -86,7 +86,7 @@ def test_rubrics_eval_table_run_dir_and_resume(tmp_path):
 
 def test_rubrics_eval_cli(tmp_path):
     pairs = _pairs(tmp_path)
-    with FakeOpenAI(responder=seed004_judge) as server:
+    with FakeOpenAI(responder=prefs_judge) as server:
         res = CliRunner().invoke(app, ["rubrics", "eval", "--pairs", str(pairs), "--source", "general", "-q",
                                        "-c", str(_config(tmp_path, server))])
     assert res.exit_code == 0, res.output

@@ -12,7 +12,7 @@ from llm_fakes import FakeOpenAI, Reply, litellm_llm_config
 
 from rubricforge.config import Config
 from rubricforge.rewards.score import (EmaBaseline, assess, check_citations, extract_conclusion,
-                                       pairwise_consistency, report_reward, valid_citation_ratio, verified)
+                                       pairwise_consistency, score_report_reward, valid_citation_ratio, verified)
 from rubricforge.rubric_gen.score_dims import (DIMENSIONS, DimensionScheduler, Harness, default_selection,
                                                harness_due, parse_selection, refresh_harness, selection_messages)
 
@@ -115,9 +115,9 @@ def test_selection_rules():
 # ---------------------------------------------------------------- S-4
 
 def test_report_reward_spec_values():
-    assert report_reward(1, [0.4, 0.3, 0.3], [0.8, 0.5, 1.0]) == pytest.approx(1.77)
-    assert report_reward(1, [1.0, 0.3, 0.2], [0.8, 0.5, 1.0]) == pytest.approx(2.15)
-    assert report_reward(0, [0.4], [1.0]) == 0
+    assert score_report_reward(1, [0.4, 0.3, 0.3], [0.8, 0.5, 1.0]) == pytest.approx(1.77)
+    assert score_report_reward(1, [1.0, 0.3, 0.2], [0.8, 0.5, 1.0]) == pytest.approx(2.15)
+    assert score_report_reward(0, [0.4], [1.0]) == 0
     assert verified(1.77, depth=0, tau=1) == 0.0 and verified(1.77, depth=0, tau=1, mode="drop") is None
     assert verified(1.77, depth=1, tau=1) == 1.77 and verified(None, depth=0, tau=1) is None
 

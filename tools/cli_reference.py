@@ -30,18 +30,22 @@ def render() -> str:
     return HEADER + docs.strip() + "\n"
 
 
-def main(argv: list[str]) -> int:
-    text = render()
+def write_or_check(page: Path, text: str, argv: list[str]) -> int:
+    """Write ``text`` to ``page``; with ``--check`` in ``argv`` only compare (1 when it differs). Shared by the
+    generators in tools/."""
     if "--check" in argv:
-        current = PAGE.read_text(encoding="utf-8") if PAGE.exists() else ""
+        current = page.read_text(encoding="utf-8") if page.exists() else ""
         if current != text:
-            print(f"{PAGE} is out of date: run python tools/cli_reference.py", file=sys.stderr)
+            print(f"{page} is out of date: run python {sys.argv[0]}", file=sys.stderr)
             return 1
         return 0
-    PAGE.write_text(text, encoding="utf-8")
-    print(PAGE)
+    page.write_text(text, encoding="utf-8")
+    print(page)
     return 0
 
+
+def main(argv: list[str]) -> int:
+    return write_or_check(PAGE, render(), argv)
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

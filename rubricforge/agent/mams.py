@@ -197,7 +197,7 @@ def _sentences(piece: str, known: set[str]) -> tuple[str, list[tuple[str, str]]]
     """A chunk's results as numbered sentences for the state agent, and each sentence's (text, source) —
     the source being "Title — URL"; a sentence in ``known`` (the memory) or cut off by the snippet length
     (ending in "…") is left out."""
-    from rubricforge.pipelines.tree.rules import sentence_spans
+    from rubricforge.text import sentence_spans
 
     shown, out = [], []
     for m in _SNIPPET.finditer(piece):

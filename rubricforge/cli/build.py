@@ -81,7 +81,7 @@ def _report_rows(cfg: Config, queries: Path | None, race_rubrics: Path | None, l
                  tool_budget: int, quiet: bool) -> None:
     """``build --source report``: Report-RL rows for ``queries``."""
     from rubricforge.jobs.report_data import build_report_data
-    from rubricforge.training.mams import MamsConfig
+    from rubricforge.agent.mams import MamsConfig
 
     if queries is None:
         raise UserError("--source report needs --queries", "pass a JSONL of {id, query}")

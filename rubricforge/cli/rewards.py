@@ -26,7 +26,7 @@ def reward_score(
 ) -> None:
     """Score each response against its example: a per-component JSONL and a summary table (resumable)."""
     from rubricforge.jobs.score import score_responses
-    from rubricforge.rewards.scorer import GROUPS
+    from rubricforge.rewards.registry import GROUPS
 
     names = GROUPS.get(rewards) or tuple(n.strip() for n in rewards.split(",") if n.strip())
     summary = score_responses(cli_config(config, set_), dataset, responses, names, out, progress=not quiet)

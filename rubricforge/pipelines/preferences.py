@@ -1,4 +1,4 @@
-"""Preference data (seed 004 §3.2, §4.1; docs/methods.md Q-1, Q-10): read (query, chosen, rejected) pairs, split them
+"""Preference data (Prefs §3.2, §4.1; docs/methods.md Q-1, Q-10): read (query, chosen, rejected) pairs, split them
 topic-balanced 8:1:1, and build pairs with a known direction from good reports by controlled degradation.
 
 * :func:`read_pairs` — JSONL or parquet rows in the :class:`~rubricforge.schema.PreferencePair` layout;
@@ -113,7 +113,7 @@ def write_pairs(pairs: Iterable[PreferencePair], out: str | Path) -> None:
 
 
 def assign_splits(items: list[tuple[str, str]], seed: int = 0) -> dict[str, str]:
-    """Topic-balanced 8:1:1 split of ``(id, topic)`` items (seed 004 §4.1; docs/methods.md Q-1): id -> split."""
+    """Topic-balanced 8:1:1 split of ``(id, topic)`` items (Prefs §4.1; docs/methods.md Q-1): id -> split."""
     by_topic: dict[str, list[str]] = defaultdict(list)
     for item_id, topic in items:
         by_topic[topic].append(item_id)

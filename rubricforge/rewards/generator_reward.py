@@ -1,4 +1,4 @@
-"""The rubric generator's hybrid reward (seed 004 Eq. 1, §3.3; docs/methods.md Q-5, Q-6).
+"""The rubric generator's hybrid reward (Prefs Eq. 1, §3.3; docs/methods.md Q-5, Q-6).
 
 R_total = λ_pref R_pref + λ_llm R_llm + R_fmt for one generated rubric y of a query with a preference pair:
 
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from rubricforge.llm.structured import TextAnswer
 from rubricforge.rewards.judging import Judge
 from rubricforge.rewards.pref_score import preference_reward, report_score
-from rubricforge.rubric_gen.pref_rubrics import parse_rubric_items, to_criteria
+from rubricforge.rubric_gen.pref_rubrics import parse_rubric_items, pref_criteria
 
 _REWARD = re.compile(r"reward\s*\**\s*[:：]?\s*\**\s*([0-9]+(?:\.[0-9]+)?)", re.I)
 
@@ -66,7 +66,7 @@ async def hybrid_reward(judge: Judge, query: str, rubric: str, chosen: str, reje
         items, _ = parse_rubric_items(rubric)
     except ValueError:
         return HybridReward(total=-lambda_pref - 1, pref=-1, llm=0.0, fmt=-1)
-    criteria = to_criteria(items)
+    criteria = pref_criteria(items)
     s_chosen, s_rejected, llm = await asyncio.gather(
         report_score(judge, query, chosen, criteria), report_score(judge, query, rejected, criteria),
         llm_rubric_reward(judge, query, rubric))

@@ -1,4 +1,4 @@
-"""How well a scorer agrees with known preferences (seed 004 §4.1, App. E; docs/methods.md Q-7).
+"""How well a scorer agrees with known preferences (Prefs §4.1, App. E; docs/methods.md Q-7).
 
 Over pairs i with Δ_i = S(r_acc^i) − S(r_rej^i):
 

@@ -1,4 +1,4 @@
-"""Scoring a report with a weighted rubric set, S(r|y) (seed 004 Eq. 2, App. C.2; docs/methods.md Q-3), and the
+"""Scoring a report with a weighted rubric set, S(r|y) (Prefs Eq. 2, App. C.2; docs/methods.md Q-3), and the
 preference-consistency reward R_pref (Eq. 3; docs/methods.md Q-4).
 
 The judge rates how well the report matches each item on 1–10 (prompt C.2, ``rating: <n>``; an answer
@@ -62,7 +62,7 @@ def item_text(c: Criterion) -> str:
 
 def weighted_score(ratings: Mapping[str, int], criteria: Sequence[Criterion], denominator: Denominator = "sum"
                    ) -> float:
-    """S(r|y) = Σ w_k (v_k − 1)/9 / Σ w_k (seed 004 Eq. 2); see the module docstring for the denominator."""
+    """S(r|y) = Σ w_k (v_k − 1)/9 / Σ w_k (Prefs Eq. 2); see the module docstring for the denominator."""
     positive = sum(c.weight for c in criteria if c.weight > 0)
     if positive <= 0:
         raise UserError("a rubric has no positive weight", "give at least one rubric item a positive weight")
@@ -89,7 +89,7 @@ async def report_score(judge: Judge, query: str, report: str, criteria: Sequence
 
 
 def preference_reward(s_chosen: float | None, s_rejected: float | None) -> int | None:
-    """R_pref (seed 004 Eq. 3): +1 if S(r_acc|y) > S(r_rej|y), else −1 (a tie is −1); None if either is unscored."""
+    """R_pref (Prefs Eq. 3): +1 if S(r_acc|y) > S(r_rej|y), else −1 (a tie is −1); None if either is unscored."""
     if s_chosen is None or s_rejected is None:
         return None
     return 1 if s_chosen > s_rejected else -1

@@ -59,7 +59,7 @@ def criteria_from(rubrics: Iterable[Criterion | Mapping[str, Any]], where: str =
     """Criteria from a dataset column (dicts) or schema objects; a missing or non-numeric weight is an error.
 
     Accepted forms: rubricforge's ``{id, type, description, weight, ...}``, and ``{title, description, weight}``
-    without ``type`` or ``id`` (DR Tulu, seed 004, HOTE; HealthBench's ``{criterion, points}`` likewise). A
+    without ``type`` or ``id`` (DR Tulu, Prefs, HOTE; HealthBench's ``{criterion, points}`` likewise). A
     missing id becomes ``c<n>``; a rubric with a title but no description is judged on its title."""
     out = []
     for n, r in enumerate(rubrics):

@@ -2,7 +2,7 @@
 
 * :func:`assess` — the evaluator's search-assisted assessment of one query's K reports (§3.4, Listing 4, Alg. 1
   l.20–22): ``<search>`` → ``<observation>`` turns over the corpus, then per-report, per-dimension scores 0–10.
-* :func:`report_reward` — R_s(r) = a(r)·(1 + Σ_j w_j s_j) (§3.5), with the reward verifier of Alg. 1 l.23.
+* :func:`score_report_reward` — R_s(r) = a(r)·(1 + Σ_j w_j s_j) (§3.5), with the reward verifier of Alg. 1 l.23.
 * :func:`pairwise_consistency` — C_i, the mean pairwise TF-IDF cosine of the rollouts' conclusions (§3.5, Alg. 2
   l.4–6, App. E), and :class:`EmaBaseline` — Â_e = R_eval − b_{t−1}, b_t = β b_{t−1} + (1 − β) R_eval (Alg. 2 l.10–11).
 * :func:`check_citations` — App. H Listing 1 (supported / unsupported / unknown) and the valid-citation ratio.
@@ -32,7 +32,7 @@ CONCLUSION_WORDS = 200
 
 # ---------------------------------------------------------------- S-4 report reward and verifier
 
-def report_reward(valid: float, weights: Sequence[float], scores: Sequence[float]) -> float:
+def score_report_reward(valid: float, weights: Sequence[float], scores: Sequence[float]) -> float:
     """SCORE §3.5: R_s(r) = a(r) · (1 + Σ_{j=1}^{m} w_j s_j(r; q, D_q^e)), s_j ∈ [0, 1]."""
     return valid * (1.0 + sum(w * s for w, s in zip(weights, scores, strict=True)))
 
@@ -248,4 +248,4 @@ def writing_quality_prompt(task: str) -> str:
 
 
 __all__ = ["EMA_BETA", "Assessment", "EmaBaseline", "assess", "check_citations", "extract_conclusion",
-           "pairwise_consistency", "report_reward", "valid_citation_ratio", "verified", "writing_quality_prompt"]
+           "pairwise_consistency", "score_report_reward", "valid_citation_ratio", "verified", "writing_quality_prompt"]

@@ -15,10 +15,11 @@ top of the LLM cache (re-scoring a rollout later costs no judge call). Columns u
   ``tense``) reads only the report;
 * Search-RL (MindDR §5.2): ``question``, ``answer``, ``answer_aliases`` (optional), ``key_entities``
   (the KG export's columns);
-* seed 004 (§3.4 "Reward Assignment"): ``pref_rubric`` is S(r|y) of the answer under the row's ``rubrics``
+* preference-trained rubrics (Prefs §3.4 "Reward Assignment"): ``pref_rubric`` is S(r|y) of the answer under the row's ``rubrics``
   (e.g. written per query by a trained generator with ``rubricforge rubrics generate``), C.2 judge on 1–10.
 
-:data:`COLUMNS` lists them per reward, for checking a dataset before a long run.
+:mod:`~rubricforge.rewards.registry` declares each reward once (group, columns, formula); :data:`ALL`,
+:data:`GROUPS` and :data:`COLUMNS` come from it, and each reward ``name`` is computed by the method ``_name``.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from rubricforge.rewards.judging import Judge
 from rubricforge.rewards.orm import orm_reward
 from rubricforge.rewards.pref_score import report_score, weighted_score
 from rubricforge.rewards.race import parse_race_rubrics, race_score
+from rubricforge.rewards.registry import ALL, COLUMNS, GROUPS
 from rubricforge.rewards.rubric_reward import criteria_from, rubric_reward
 from rubricforge.rewards.search_reward import search_reward
 from rubricforge.rewards.tense_check import detect_tense_errors, tense_penalty
@@ -56,23 +58,9 @@ if TYPE_CHECKING:
 
 MEMO_SIZE = 4096
 NO_TOOL = "no_tool"  # the row's ``environment`` in HOTE's no-tool mode
-DEEPRUBRIC = ("rubric", "format", "citation", "search", "composite")
-HOTE = ("hote",)
-REPORT = ("race", "report_citation", "report_format", "report", "tense")
-SEARCH_RL = ("prm", "orm", "search_rl")
-SEED004 = ("pref_rubric",)
-ALL = DEEPRUBRIC + HOTE + REPORT + SEARCH_RL + SEED004
-GROUPS = {"deeprubric": DEEPRUBRIC, "hote": HOTE, "report": REPORT, "search_rl": SEARCH_RL, "seed004": SEED004,
-          "all": ALL}
+DEEPRUBRIC = GROUPS["deeprubric"]
+REPORT = GROUPS["report"]
 RUBRIC_SETS = {"rubric": "rubric", "composite": "rubric", "hote": "hote"}  # rewards judged per rubric -> that judge
-COLUMNS: dict[str, tuple[str, ...]] = {  # the example columns each reward reads besides the completion
-    "rubric": ("question", "rubrics"), "format": (), "search": (), "citation": ("question",),
-    "composite": ("question", "rubrics"), "hote": ("question", "rubrics"), "race": ("race_rubrics", "reference_report"),
-    "report_citation": ("reference_report",), "report_format": (), "report": ("race_rubrics", "reference_report"),
-    "tense": (),
-    "prm": ("key_entities",), "orm": ("question", "answer"), "search_rl": ("question", "answer", "key_entities"),
-    "pref_rubric": ("question", "rubrics"),
-}
 
 
 def check_columns(rows: Iterable[Mapping[str, Any]], rewards: Iterable[str], where: str | Path,
@@ -80,7 +68,7 @@ def check_columns(rows: Iterable[Mapping[str, Any]], rewards: Iterable[str], whe
                   fix: str = "use a rubricforge export that has it, or choose rewards that do not need it (--rewards)"
                   ) -> None:
     """Before any work: a UserError naming the first example that lacks a column one of ``rewards`` reads
-    (:data:`COLUMNS`), or ``prompt_column`` (a trainer's prompt)."""
+    (the registry's :data:`COLUMNS`), or ``prompt_column`` (a trainer's prompt)."""
     rewards = list(rewards)
     needed = dict.fromkeys([prompt_column] if prompt_column else [])
     for name in rewards:
@@ -222,7 +210,7 @@ class RewardScorer:
         return {"value": composite(values, self.cfg.reward.weights), "components": values}
 
     async def _pref_rubric(self, rollout: Rollout) -> dict[str, Any]:
-        """Seed 004 Eq. 2 as the agent's reward. A rollout without an answer gets, without a judge call, the
+        """Prefs Eq. 2 (S(r|y)) as the agent's reward. A rollout without an answer gets, without a judge call, the
         lowest S the rubric allows (no positive item met, every error item committed), so not answering
         never beats a poor answer."""
         criteria = criteria_from(rollout.column("rubrics"), where=f"example {rollout.example.get('id', '?')!r} rubrics")

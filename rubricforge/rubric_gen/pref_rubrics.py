@@ -1,8 +1,8 @@
-"""Query-specific rubrics in seed 004's ``{title, description, weight}`` form (§3.3, App. C.1, App. I; docs/methods.md Q-2).
+"""Query-specific rubrics in Prefs' ``{title, description, weight}`` form (§3.3, App. C.1, App. I; docs/methods.md Q-2).
 
 :func:`parse_rubric_items` reads a generator's answer: a JSON array (a ```json fence or prose around it
 is tolerated) of objects with exactly ``title``, ``description`` and ``weight``, numeric weights, at
-least one positive — the hard checks of the format reward (:func:`format_reward`: −1 if one fails,
+least one positive — the hard checks of the format reward (:func:`pref_format_reward`: −1 if one fails,
 else 0). The soft checks (7–20 items, a category prefix, the weight in its category's range, a 2–6 word
 title) are returned as warnings, not penalised. :func:`generate_rubrics` asks the generator role with
 prompt C.1 and re-prompts an unreadable answer with the reason. Items become
@@ -28,7 +28,7 @@ KEYS = {"title", "description", "weight"}
 PREFIXES = {"key": (5, 5), "important": (3, 4), "optional": (1, 2), "error": (-2, -1)}  # weight range per category
 
 
-class RubricItem(BaseModel):
+class PrefRubricItem(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     title: str
@@ -50,7 +50,7 @@ def _first_json_value(text: str) -> Any:
     raise ValueError("no JSON array found in the answer")
 
 
-def parse_rubric_items(text: str) -> tuple[list[RubricItem], list[str]]:
+def parse_rubric_items(text: str) -> tuple[list[PrefRubricItem], list[str]]:
     """The items of a C.1 answer and the soft-check warnings; ``ValueError`` names the failed hard check."""
     data = _first_json_value(text)
     if not isinstance(data, list):
@@ -66,13 +66,13 @@ def parse_rubric_items(text: str) -> tuple[list[RubricItem], list[str]]:
             raise ValueError(f"item {n}: weight must be a number")
         if not isinstance(raw["title"], str) or not isinstance(raw["description"], str) or not raw["description"].strip():
             raise ValueError(f"item {n}: title and description must be strings, the description non-empty")
-        items.append(RubricItem(**raw))
+        items.append(PrefRubricItem(**raw))
     if not any(item.weight > 0 for item in items):
         raise ValueError("at least one item needs a positive weight")
     return items, soft_warnings(items)
 
 
-def soft_warnings(items: list[RubricItem]) -> list[str]:
+def soft_warnings(items: list[PrefRubricItem]) -> list[str]:
     """C.1's recommendations that are logged, not penalised."""
     out = [] if 7 <= len(items) <= 20 else [f"{len(items)} items (C.1 asks for 7-20)"]
     for n, item in enumerate(items):
@@ -86,8 +86,8 @@ def soft_warnings(items: list[RubricItem]) -> list[str]:
     return out
 
 
-def format_reward(text: str) -> int:
-    """R_fmt (seed 004 §3.3): −1 if a hard check of :func:`parse_rubric_items` fails, else 0."""
+def pref_format_reward(text: str) -> int:
+    """R_fmt (Prefs §3.3): −1 if a hard check of :func:`parse_rubric_items` fails, else 0."""
     try:
         parse_rubric_items(text)
     except ValueError:
@@ -95,18 +95,18 @@ def format_reward(text: str) -> int:
     return 0
 
 
-def to_criteria(items: list[RubricItem] | list[dict[str, Any]]) -> list[Criterion]:
+def pref_criteria(items: list[PrefRubricItem] | list[dict[str, Any]]) -> list[Criterion]:
     """Rubric items as criteria (``type`` "logical", ids R1, R2, …)."""
     return [Criterion(id=f"R{n}", type="logical", title=i.title.strip(), description=i.description.strip(),
                       weight=i.weight)
-            for n, i in enumerate((RubricItem.model_validate(x) for x in items), start=1)]
+            for n, i in enumerate((PrefRubricItem.model_validate(x) for x in items), start=1)]
 
 
 class RubricItems(TextAnswer):
     """A generator's C.1 answer, read by :func:`parse_rubric_items` (unreadable answers are re-prompted)."""
 
     FORMAT = 'a JSON array [{"title": ..., "description": "Key Criterion: ...", "weight": 5}, ...]'
-    items: list[RubricItem]
+    items: list[PrefRubricItem]
     warnings: list[str] = []
 
     @classmethod
@@ -124,4 +124,4 @@ def generation_messages(query: str) -> list[dict[str, str]]:
 async def generate_rubrics(client: LLMClient, query: str, role: str = "generator") -> list[Criterion] | None:
     """Zero-shot (or trained-generator) rubrics for ``query`` from ``role``'s model; None when unreadable."""
     res = await client.generate(role, generation_messages(query), output=RubricItems, stage="pref_rubrics")
-    return to_criteria(res.value.items) if res.ok else None
+    return pref_criteria(res.value.items) if res.ok else None

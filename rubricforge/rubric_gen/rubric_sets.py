@@ -1,7 +1,7 @@
-"""Fixed and converted rubric sets for scoring reports with S(r|y) (seed 004 Eq. 2).
+"""Fixed and converted rubric sets for scoring reports with S(r|y) (Prefs Eq. 2).
 
 * :data:`GENERAL_RUBRIC` — one query-independent rubric for every report: the "human-defined general
-  rubrics" baseline of seed 004 Table 1. The paper's set (Yao et al. 2025) is not printed, so this is
+  rubrics" baseline of Prefs Table 1. The paper's set (Yao et al. 2025) is not printed, so this is
   rubricforge's own, in the C.1 item format, covering DeepResearch Bench's four RACE dimensions
   (comprehensiveness, insight/depth, instruction following, readability) plus factual accuracy and
   sourcing, with two error items.

@@ -44,7 +44,8 @@ from rubricforge.errors import UserError
 from rubricforge.extras import needs
 from rubricforge.rewards.format_reward import format_reward
 from rubricforge.rewards.judging import Judge
-from rubricforge.rewards.score import Assessment, EmaBaseline, assess, extract_conclusion, pairwise_consistency, report_reward, verified
+from rubricforge.rewards.score import Assessment, EmaBaseline, assess, extract_conclusion, pairwise_consistency
+from rubricforge.rewards.score import score_report_reward, verified
 from rubricforge.rewards.trajectory import parse_trajectory
 from rubricforge.rubric_gen.score_dims import (
     DimensionScheduler,
@@ -154,7 +155,7 @@ class ScoreLoop:
                 if scores is None:
                     continue
                 valid = format_reward(trajs[i]).components["answer"]  # a(r): a closed, non-empty <answer>
-                raw = report_reward(valid, list(weights.values()), [scores[d] for d in weights])
+                raw = score_report_reward(valid, list(weights.values()), [scores[d] for d in weights])
                 out[i] = verified(raw, assessment.depth, process.min_number_of_tool_call, s.verifier_mode)
                 rec.zeroed += int(assessment.depth < process.min_number_of_tool_call)
         rec.rewards = out

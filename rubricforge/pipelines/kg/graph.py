@@ -28,12 +28,11 @@ from typing import TYPE_CHECKING, Any
 from rubricforge.extras import needs
 from rubricforge.rundir import atomic_write_json
 from rubricforge.schema import KGEdge, Passage
-from rubricforge.text import clip
+from rubricforge.text import clip, sentence_spans
 
 if TYPE_CHECKING:
     import networkx as nx
 
-_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 _WORD = re.compile(r"\w+(?:[-'’]\w+)*|[^\w\s]")
 MAX_EVIDENCE_CHARS = 300
 _ENDS = {"source": "from", "target": "to"}  # node-link endpoint keys ("source" is an edge attribute here)
@@ -91,7 +90,8 @@ class EntityResolver:
 
 
 def sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE.split(text) if s.strip()]
+    """The sentences of ``text`` (:func:`rubricforge.text.sentence_spans`, the tree's splitter)."""
+    return [text[a:b] for a, b in sentence_spans(text)]
 
 
 def title_links(passages: Iterable[Passage], resolver: EntityResolver, min_title_chars: int = 4) -> list[KGEdge]:

@@ -49,7 +49,7 @@ from pydantic import BaseModel, Field, create_model
 from rubricforge.config import Config
 from rubricforge.llm.structured import max_length
 from rubricforge.pipelines.prompting import render
-from rubricforge.pipelines.tree.rules import sentence_spans
+from rubricforge.text import sentence_spans
 from rubricforge.pipelines.tree.seeds import Seed
 from rubricforge.schema import EvidenceNode, EvidenceStatement, EvidenceTree, Snippet
 from rubricforge.text import one_line

@@ -54,7 +54,7 @@ from rubricforge.config import Config
 from rubricforge.pipelines.tree.serialize import leaf_nodes
 from rubricforge.rubric_gen.baselines import retrieved_items
 from rubricforge.schema import Candidate, Criterion, EvidenceStatement, EvidenceTree
-from rubricforge.text import clip
+from rubricforge.text import clip, sentence_spans
 
 EVIDENCE_MATCH = 0.75
 DUPLICATE_OVERLAP = 0.85
@@ -149,30 +149,6 @@ def best_statement(evidence: str, statements: list[EvidenceStatement]) -> tuple[
     return best, score
 
 
-_SENTENCE_BREAK = re.compile(r"(?<=[.!?])([\"')\]]*)\s+(?=[\"'(\[]?[A-Z0-9])")
-# a period after these ends an abbreviation, not a sentence: an initial (J. or U.S.) or a common short form
-_ABBREVIATION = re.compile(r"(?:\b[A-Z]|\b(?:[A-Za-z]\.)+[A-Za-z]|\b(?:Mr|Mrs|Ms|Dr|Prof|St|Jr|Sr|vs|etc|ca|c|No|Co|Inc"
-                           r"|Ltd|Mt|Gen|Col|Lt|Rev|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec))\.$")
-
-
-def sentence_spans(text: str) -> list[tuple[int, int]]:
-    """``(start, end)`` of each sentence of ``text``: a break follows ``.``/``!``/``?`` (and closing quotes or
-    brackets) before whitespace and a capital letter or digit, except after an initial or a common
-    abbreviation (``J.``, ``U.S.``, ``Dr.``, ``Jan.``). Spans exclude surrounding whitespace."""
-    spans, start = [], 0
-    for m in _SENTENCE_BREAK.finditer(text):
-        if _ABBREVIATION.search(text[max(0, m.start() - 12):m.start()]):
-            continue
-        spans.append((start, m.start() + len(m.group(1))))
-        start = m.end()
-    spans.append((start, len(text)))
-    out = []
-    for a, b in spans:
-        a += len(text[a:b]) - len(text[a:b].lstrip())
-        b -= len(text[a:b]) - len(text[a:b].rstrip())
-        if a < b:
-            out.append((a, b))
-    return out
 
 
 def split_sentences(text: str, passage_id: str) -> list[EvidenceStatement]:
