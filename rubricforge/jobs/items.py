@@ -12,7 +12,7 @@ and closes the client however it ended.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -30,13 +30,14 @@ T = TypeVar("T")
 class ItemStats:
     items: int  # distinct items asked for
     done_before: int  # finished by an earlier run (read back, not redone)
-    done_now: int  # finished by this run
+    done_now: int  # finished by this run (its items that returned a record)
 
 
 class ItemJob(Generic[T]):
     """Subclasses set ``stage`` (the progress bar's label) and define :meth:`key` and :meth:`process`;
     :meth:`finished` (default: any record) says which records a re-run keeps, :meth:`settings` (default:
-    none) what the records depend on, :meth:`open` what to build on the client before the first item."""
+    none) what the records depend on, :meth:`group` which items run together, :meth:`open` / :meth:`close` what
+to build on the job's client before the first item and release after the last."""
 
     stage = "items"
 
@@ -46,8 +47,13 @@ class ItemJob(Generic[T]):
     def key(self, item: T) -> str:
         raise NotImplementedError
 
-    async def process(self, item: T) -> dict[str, Any]:
+    async def process(self, item: T) -> dict[str, Any] | None:
+        """The item's record (None: the item could not be done now; nothing is recorded)."""
         raise NotImplementedError
+
+    def group(self, item: T) -> str:
+        """Items run group by group, in the order their groups first appear, one bar row each (default: one)."""
+        return ""
 
     def finished(self, record: dict[str, Any] | None) -> bool:
         return record is not None
@@ -57,6 +63,9 @@ class ItemJob(Generic[T]):
 
     def open(self, client: LLMClient) -> None:
         """Build what :meth:`process` needs from the job's client (called once, before the first item)."""
+
+    def close(self) -> None:
+        """Release what :meth:`open` built (called once, however the job ended, before the client closes)."""
 
     # ---------------------------------------------------------------- the one implementation
 
@@ -90,25 +99,35 @@ class ItemJob(Generic[T]):
         todo = self.pending(items)
         client = LLMClient(self.llm)
         slots = asyncio.Semaphore(self.concurrency or max(len(todo), 1))
+        done: list[T] = []
 
-        async def one(item: T) -> None:
+        async def one(item: T, advance: Callable[[int], None]) -> None:
             async with slots:
                 record = await self.process(item)
-            self.log.append(self.key(item), record)
+            if record is not None:
+                self.log.append(self.key(item), record)
+                done.append(item)
             advance(1)
 
+        groups: dict[str, list[T]] = {}
+        for item in todo:
+            groups.setdefault(self.group(item), []).append(item)
         try:
             self.open(client)
             with StageBar(progress) as bar:
-                advance = bar.task(self.stage, total=len(todo))
-                tasks = [asyncio.ensure_future(one(item)) for item in todo]
-                try:
-                    await asyncio.gather(*tasks)
-                except BaseException:
-                    for task in tasks:
-                        task.cancel()
-                    await asyncio.gather(*tasks, return_exceptions=True)
-                    raise
+                for name, members in groups.items():
+                    advance = bar.task(f"{self.stage} · {name}" if name else self.stage, total=len(members))
+                    tasks = [asyncio.ensure_future(one(item, advance)) for item in members]
+                    try:
+                        await asyncio.gather(*tasks)
+                    except BaseException:
+                        for task in tasks:
+                            task.cancel()
+                        await asyncio.gather(*tasks, return_exceptions=True)
+                        raise
         finally:
-            await client.aclose()
-        return ItemStats(len(keys), len(keys) - len(todo), len(todo))
+            try:
+                self.close()
+            finally:
+                await client.aclose()
+        return ItemStats(len(keys), len(keys) - len(todo), len(done))
