@@ -38,18 +38,23 @@ import re
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 
 from rubricforge.config import Config
 from rubricforge.errors import UserError, require_file
+from rubricforge.jobs.items import ItemJob
 from rubricforge.pipelines.prompting import render
 from rubricforge.rubric_gen.race import generate_race_rubrics
 from rubricforge.rubric_gen.rubric_sets import read_race_file
-from rubricforge.rundir import StageBar, StageLog, atomic_write_text
+from rubricforge.rundir import StageLog, atomic_write_text
 from rubricforge.schema import RaceRubrics
 from rubricforge.training.mams import MamsConfig
+
+if TYPE_CHECKING:
+    from rubricforge.corpora.tools import ToolBox
+    from rubricforge.llm import LLMClient
 
 FORMS = ("short", "long")
 RETRIEVAL_TOKENS = 16000  # long-form retrieval data budget (characters / 4); the paper gives none
@@ -140,9 +145,8 @@ def build_report_data(cfg: Config, queries: str | Path, race_file: str | Path | 
     folder = Path(cfg.run_dir) / "report"
     log: StageLog[Any] = StageLog(folder / "rows.jsonl")
     keys = [(_key(i, f), i) for i, _ in items for f in forms]
-    todo = {i: [f for f in forms if _key(i, f) not in log or log[_key(i, f)]["row"] is None] for i, _ in items}
-    asyncio.run(_build(cfg, [(i, q, todo[i]) for i, q in items if todo[i]], given, log, progress,
-                       mams or MamsConfig(), retrieval_tokens))
+    asyncio.run(_ReportJob(cfg, given, log, mams or MamsConfig(), retrieval_tokens).arun(
+        [(i, q, f) for i, q in items for f in forms], progress))
     rows = [log[k]["row"] for k, _ in keys if k in log and log[k]["row"] is not None]
     failed: dict[str, int] = {}
     for k, _ in keys:
@@ -152,27 +156,49 @@ def build_report_data(cfg: Config, queries: str | Path, race_file: str | Path | 
     return ReportDataSummary(str(folder / "data.jsonl"), len(items), len(rows), failed)
 
 
-async def _build(cfg: Config, items: list[tuple[str, str, list[str]]], given: dict[str, RaceRubrics], log: StageLog,
-                 progress: bool, mams: MamsConfig, retrieval_tokens: int) -> None:
-    from rubricforge.corpora.tools import ToolBox
-    from rubricforge.llm import LLMClient
+class _ReportJob(ItemJob[tuple[str, str, str]]):
+    """One (query id, query, form) per item, keyed ``<id>`` (short) or ``<id>#<form>``; the forms of a query
+    share its RACE rubrics (made once). A row that could not be made is recorded with why (``failed``) and
+    is not finished: a re-run tries it again."""
 
-    client = LLMClient(cfg.llm)
-    toolbox = ToolBox.from_config(cfg) if any("long" in forms for _, _, forms in items) else None
-    mode = teacher_mode(cfg)
+    stage = "report data"
 
-    async def short(query: str, rubrics: RaceRubrics) -> tuple[dict[str, Any] | None, str]:
-        res = await client.generate("generator", reference_messages(query, rubrics), stage="reference_report")
+    def __init__(self, cfg: Config, given: dict[str, RaceRubrics], log: StageLog, mams: MamsConfig,
+                 retrieval_tokens: int):
+        super().__init__(log, cfg.llm)
+        self.cfg, self.given, self.mams, self.retrieval_tokens = cfg, given, mams, retrieval_tokens
+        self.mode = teacher_mode(cfg)
+        self.rubrics: dict[str, asyncio.Task[RaceRubrics | None]] = {}
+        self.toolbox: ToolBox | None = None
+
+    def key(self, item: tuple[str, str, str]) -> str:
+        return _key(item[0], item[2])
+
+    def finished(self, record: dict[str, Any] | None) -> bool:
+        return record is not None and record["row"] is not None
+
+    def open(self, client: LLMClient) -> None:
+        self.client = client
+
+    def close(self) -> None:
+        if self.toolbox is not None:
+            self.toolbox.close()
+
+    async def _short(self, query: str, rubrics: RaceRubrics) -> tuple[dict[str, Any] | None, str]:
+        res = await self.client.generate("generator", reference_messages(query, rubrics), stage="reference_report")
         if not (res.ok and res.text.strip()):
             return None, "reference_report"
         return {"reference_report": res.text.strip(), "prompt": policy_prompt(query)}, ""
 
-    async def long(query: str) -> tuple[dict[str, Any] | None, str]:
+    async def _long(self, query: str) -> tuple[dict[str, Any] | None, str]:
+        from rubricforge.corpora.tools import ToolBox
         from rubricforge.training.environment import ResearchEnvironment
         from rubricforge.training.mams import run_mams, run_mams_stepwise
 
-        assert toolbox is not None  # opened when any item asks for the long form
+        if self.toolbox is None:  # opened by the first item that asks for the long form
+            self.toolbox = ToolBox.from_config(self.cfg)
         loop = asyncio.get_running_loop()
+        client = self.client
 
         def ask(messages: list[dict[str, str]], output: type[BaseModel] | None = None) -> Any:
             """One generator call from the trajectory's thread: the text, or the value of ``output``."""
@@ -182,39 +208,36 @@ async def _build(cfg: Config, items: list[tuple[str, str, list[str]]], given: di
                 raise GeneratorFailed(res.error or "generator call failed")
             return res.text if output is None else res.value
 
-        env = ResearchEnvironment(toolbox)
+        env = ResearchEnvironment(self.toolbox)
         env.reset(question=query)
-        run: Any = partial(run_mams_stepwise, ask) if mode == "stepwise" else partial(run_mams, ask)
+        run: Any = partial(run_mams_stepwise, ask) if self.mode == "stepwise" else partial(run_mams, ask)
         try:
-            episode = await asyncio.to_thread(run, env.toolbox.call, query, mams)
+            episode = await asyncio.to_thread(run, env.toolbox.call, query, self.mams)
         except GeneratorFailed:
             return None, "teacher_trajectory"
         report = episode.report.strip()
         if not report:  # MaMs writes its report from tool observations only (stepwise: from the facts found)
             return None, ("teacher_no_tool_call" if not episode.tool_calls else
-                          "teacher_no_facts" if mode == "stepwise" and not episode.memory else "reference_report")
-        retrieval = cut_tokens("\n\n".join(episode.observations), retrieval_tokens)
+                          "teacher_no_facts" if self.mode == "stepwise" and not episode.memory else "reference_report")
+        retrieval = cut_tokens("\n\n".join(episode.observations), self.retrieval_tokens)
         outline = outline_of(report)
         return {"reference_report": report, "retrieval_data": retrieval, "outline": outline,
                 "prompt": long_policy_prompt(query, retrieval, outline), "teacher_tool_calls": episode.tool_calls}, ""
 
-    async def one(qid: str, query: str, forms: list[str], advance: Any) -> None:
-        rubrics = given.get(query) or await generate_race_rubrics(client, query)
-        for form in forms:
-            row, failed = None, "race_rubrics"
-            if rubrics is not None:
-                made, failed = await (short(query, rubrics) if form == "short" else long(query))
-                if made is not None:
-                    row = {"id": _key(qid, form), "question": query, "race_rubrics": rubrics.model_dump_json(),
-                           "form": form, **made}
-            log.append(_key(qid, form), {"row": row, "failed": None if row else failed})
-            advance(1)
+    async def _race_rubrics(self, query: str) -> RaceRubrics | None:
+        if query not in self.rubrics:  # the forms of a query share its rubrics: made once
+            async def make() -> RaceRubrics | None:
+                return self.given.get(query) or await generate_race_rubrics(self.client, query)
+            self.rubrics[query] = asyncio.ensure_future(make())
+        return await self.rubrics[query]
 
-    try:
-        with StageBar(progress) as bar:
-            advance = bar.task("report data", total=sum(len(forms) for _, _, forms in items))
-            await asyncio.gather(*(one(i, q, forms, advance) for i, q, forms in items))
-    finally:
-        await client.aclose()
-        if toolbox is not None:
-            toolbox.close()
+    async def process(self, item: tuple[str, str, str]) -> dict[str, Any]:
+        qid, query, form = item
+        rubrics = await self._race_rubrics(query)
+        row, failed = None, "race_rubrics"
+        if rubrics is not None:
+            made, failed = await (self._short(query, rubrics) if form == "short" else self._long(query))
+            if made is not None:
+                row = {"id": _key(qid, form), "question": query, "race_rubrics": rubrics.model_dump_json(),
+                       "form": form, **made}
+        return {"row": row, "failed": None if row else failed}
