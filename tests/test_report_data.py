@@ -157,6 +157,8 @@ def test_stepwise_teacher_writes_a_long_form_row(small_index_cfg, tmp_path):
     (row,) = [json.loads(line) for line in (tmp_path / "run" / "report" / "data.jsonl").read_text().splitlines()]
     check_columns([row], ["report"], "report data")
     assert (row["id"], row["teacher_tool_calls"]) == ("drb-1#long", 2)
+    assert row["provenance"]["models"]["generator"] and set(row["provenance"]["prompt_hashes"]) >= {
+        "report_system", "report_policy_long"}
     assert row["outline"] == "# The making of 2001\n## Making\n## Release\n## Conclusion\n## References"
     report = row["reference_report"]
     assert report.startswith("# The making of 2001\n\n## Making\n\nThese facts show how the film was made. ")
