@@ -113,6 +113,7 @@ def build(
 
         if queries is None:
             raise UserError("--source report needs --queries", "pass a JSONL of {id, query}")
+        _preflight(cfg, ["generator"], run_dir=cfg.run_dir)
         from rubricforge.training.mams import MamsConfig
 
         forms = ("short", "long") if form == "both" else (form,)

@@ -17,6 +17,7 @@ from pref_fakes import report_writer
 from typer.testing import CliRunner
 
 from rubricforge.cli import app
+from rubricforge.errors import UserError
 from rubricforge.config import Config
 from rubricforge.jobs.report_data import build_report_data, cut_tokens, outline_of
 from rubricforge.rewards.scorer import check_columns
@@ -171,3 +172,15 @@ def test_stepwise_teacher_writes_a_long_form_row(small_index_cfg, tmp_path):
     actions = [r["response_format"]["json_schema"]["schema"]["properties"]["action"] for r in searches]
     assert actions[:2] == [{"const": "search", "title": "Action", "type": "string"}] * 2
     assert actions[2]["enum"] == ["search", "done"] and len(actions) == 3
+
+
+def test_report_build_runs_the_preflight(tmp_path):
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text(json.dumps({"id": 1, "query": "Compare DNS resolvers."}) + "\n")
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"run_dir": str(tmp_path / "run"), "llm": {"generator": {
+        "backend": "litellm", "model": "openai/fake-model", "api_base": "http://127.0.0.1:9/v1"}}}))
+    res = CliRunner().invoke(app, ["build", "--source", "report", "--queries", str(queries), "-c", str(config), "-q"])
+    assert isinstance(res.exception, UserError)  # the CLI's entry point: its one line and exit code 2
+    assert "llm.generator.api_base http://127.0.0.1:9/v1 cannot be reached" in str(res.exception)
+    assert not (tmp_path / "run" / "report").exists()  # stopped before any work
