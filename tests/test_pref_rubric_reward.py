@@ -38,6 +38,9 @@ def test_generate_rubrics_then_score_rollouts_with_them(tmp_path):
         generations = server.n_requests
         res = CliRunner().invoke(app, args)
         assert "(0 generated now" in res.output and server.n_requests == generations  # resumed from the log
+        res = CliRunner().invoke(app, [*args, "--set", "llm.generator.model=openai/other-model"])
+        assert res.exit_code == 0, res.output  # a new generator makes its own rubrics, not the old one's
+        assert "from openai/other-model (2 generated now" in res.output and server.n_requests > generations
 
         rows = training_rows(out, ["pref_rubric"])  # the columns the reward needs are there
         assert len(rows[0]["rubrics"]) == 13 and rows[0]["rubrics"][0]["type"] == "logical"

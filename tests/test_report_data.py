@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from rubricforge.agent.mams import MamsConfig
 from rubricforge.cli import app
+from rubricforge.errors import UserError
 from rubricforge.config import Config
 from rubricforge.jobs.report_data import build_report_data, cut_tokens, outline_of
 from rubricforge.rewards.scorer import check_columns
@@ -156,6 +157,8 @@ def test_stepwise_teacher_writes_a_long_form_row(small_index_cfg, tmp_path):
     (row,) = [json.loads(line) for line in (tmp_path / "run" / "report" / "data.jsonl").read_text().splitlines()]
     check_columns([row], ["report"], "report data")
     assert (row["id"], row["teacher_tool_calls"]) == ("drb-1#long", 2)
+    assert row["provenance"]["models"]["generator"] and set(row["provenance"]["prompt_hashes"]) >= {
+        "report_system", "report_policy_long"}
     assert row["outline"] == "# The making of 2001\n## Making\n## Release\n## Conclusion\n## References"
     report = row["reference_report"]
     assert report.startswith("# The making of 2001\n\n## Making\n\nThese facts show how the film was made. ")
@@ -168,3 +171,15 @@ def test_stepwise_teacher_writes_a_long_form_row(small_index_cfg, tmp_path):
     actions = [r["response_format"]["json_schema"]["schema"]["properties"]["action"] for r in searches]
     assert actions[:2] == [{"const": "search", "title": "Action", "type": "string"}] * 2
     assert actions[2]["enum"] == ["search", "done"] and len(actions) == 3
+
+
+def test_report_build_runs_the_preflight(tmp_path):
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text(json.dumps({"id": 1, "query": "Compare DNS resolvers."}) + "\n")
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"run_dir": str(tmp_path / "run"), "llm": {"generator": {
+        "backend": "litellm", "model": "openai/fake-model", "api_base": "http://127.0.0.1:9/v1"}}}))
+    res = CliRunner().invoke(app, ["build", "--source", "report", "--queries", str(queries), "-c", str(config), "-q"])
+    assert isinstance(res.exception, UserError)  # the CLI's entry point: its one line and exit code 2
+    assert "llm.generator.api_base http://127.0.0.1:9/v1 cannot be reached" in str(res.exception)
+    assert not (tmp_path / "run" / "report").exists()  # stopped before any work

@@ -80,11 +80,12 @@ def build(
 def _report_rows(cfg: Config, queries: Path | None, race_rubrics: Path | None, limit: int | None, form: str,
                  tool_budget: int, quiet: bool) -> None:
     """``build --source report``: Report-RL rows for ``queries``."""
-    from rubricforge.jobs.report_data import build_report_data
     from rubricforge.agent.mams import MamsConfig
+    from rubricforge.jobs.report_data import build_report_data
 
     if queries is None:
         raise UserError("--source report needs --queries", "pass a JSONL of {id, query}")
+    _preflight(cfg, ["generator"], run_dir=cfg.run_dir)
     forms = ("short", "long") if form == "both" else (form,)
     r = build_report_data(cfg, queries, race_rubrics, limit, progress=not quiet, forms=forms,
                           mams=MamsConfig(tool_budget=tool_budget))

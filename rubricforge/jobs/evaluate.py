@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rubricforge.config import Config
 from rubricforge.corpora.rejects import Rejects
@@ -27,7 +27,11 @@ from rubricforge.evaluation import report as html
 from rubricforge.evaluation import scorers, stats
 from rubricforge.evaluation.tasks import digest, load_reports, load_tasks, scorers_for
 from rubricforge.jobs.base import ending
-from rubricforge.rundir import RunDir, StageBar, StageLog, atomic_write_json, atomic_write_text, now
+from rubricforge.jobs.items import ItemJob
+from rubricforge.rundir import RunDir, StageLog, atomic_write_json, atomic_write_text, now
+
+if TYPE_CHECKING:
+    from rubricforge.llm import LLMClient
 
 PIPELINE = "eval"
 LOG = "tasks"
@@ -81,9 +85,10 @@ def evaluate(cfg: Config, tasks_path: str | Path, reports_path: str | Path, run_
     run.write_manifest(invocation, started, "running", fields)
 
     shas = {tid: digest(reports[tid] + "\0" + refs[tid]) for tid in reports}
-    pending = [tid for tid in reports if not _finished(log.get(tid), shas[tid], names[tid])]
+    job = _EvalJob(cfg, run, invocation, tasks, reports, refs, names, shas, log)
+    pending = job.pending(list(reports))
     with ending(run, invocation, budget_stops=True) as outcome:
-        asyncio.run(_score_all(cfg, run, invocation, tasks, reports, refs, names, shas, pending, log, progress))
+        asyncio.run(job.arun(list(reports), progress))
     per_task = {tid: log[tid]["metrics"] for tid in reports if tid in log}
     scored_now = sum(1 for tid in pending if tid in log and log[tid]["report_sha"] == shas[tid])
     run.write_manifest(invocation, started, outcome.status, fields,
@@ -97,38 +102,44 @@ def evaluate(cfg: Config, tasks_path: str | Path, reports_path: str | Path, run_
     return summary
 
 
-def _finished(record: dict[str, Any] | None, sha: str, names: Sequence[str]) -> bool:
-    return (record is not None and record.get("report_sha") == sha and record.get("scorers") == list(names)
-            and all(v is not None for v in record["metrics"].values()))
+class _EvalJob(ItemJob[str]):
+    """One task id per item; a record is finished when it scored this report (and reference) with these
+    scorers and has every metric. The invocation's ledger is written however the job ended."""
 
+    stage = "scoring"
 
-async def _score_all(cfg: Config, run: RunDir, invocation: str, tasks: dict[str, dict[str, Any]],
-                     reports: dict[str, str], refs: dict[str, str], names: dict[str, tuple[str, ...]],
-                     shas: dict[str, str], pending: list[str], log: StageLog[Any], progress: bool) -> None:
-    from rubricforge.llm import LLMClient
-    from rubricforge.rewards.judging import Judge
+    def __init__(self, cfg: Config, run: RunDir, invocation: str, tasks: dict[str, dict[str, Any]],
+                 reports: dict[str, str], refs: dict[str, str], names: dict[str, tuple[str, ...]],
+                 shas: dict[str, str], log: StageLog[Any]):
+        super().__init__(log, cfg.llm, cfg.reward.concurrency)
+        self.cfg, self.run, self.invocation = cfg, run, invocation
+        self.tasks, self.reports, self.refs, self.names, self.shas = tasks, reports, refs, names, shas
 
-    client = LLMClient(cfg.llm)
-    slots = asyncio.Semaphore(cfg.reward.concurrency)
+    def key(self, item: str) -> str:
+        return item
 
-    async def one(tid: str, advance: Callable[[int], None]) -> None:
-        judge = Judge(client)  # one per task: its calls are the task's
-        async with slots:
-            got = await asyncio.gather(*(scorers.score(n, judge, tasks[tid], reports[tid], refs[tid] or None,
-                                                       cfg.reward.judge_mode) for n in names[tid]))
-        scores = dict(zip(names[tid], got, strict=True))
-        metrics = {m: v for s in got for m, v in s["metrics"].items()}
-        log.append(tid, {"id": tid, "report_sha": shas[tid], "scorers": list(names[tid]), "scores": scores,
-                         "metrics": metrics, "judge_calls": dict(judge.calls)})
-        advance(1)
+    def finished(self, record: dict[str, Any] | None) -> bool:
+        return (record is not None and record.get("report_sha") == self.shas[record["key"]]
+                and record.get("scorers") == list(self.names[record["key"]])
+                and all(v is not None for v in record["metrics"].values()))
 
-    try:
-        with StageBar(progress) as bar:
-            advance = bar.task("scoring", total=len(pending))
-            await asyncio.gather(*(one(tid, advance) for tid in pending))
-    finally:
-        atomic_write_json(run.ledger_path(invocation, "main"), {"ledger": client.ledger.summary()})
-        await client.aclose()
+    def open(self, client: LLMClient) -> None:
+        self.client = client
+
+    def close(self) -> None:
+        atomic_write_json(self.run.ledger_path(self.invocation, "main"), {"ledger": self.client.ledger.summary()})
+
+    async def process(self, item: str) -> dict[str, Any]:
+        from rubricforge.rewards.judging import Judge
+
+        judge = Judge(self.client)  # one per task: its calls are the task's
+        names = self.names[item]
+        got = await asyncio.gather(*(scorers.score(n, judge, self.tasks[item], self.reports[item],
+                                                   self.refs[item] or None, self.cfg.reward.judge_mode)
+                                     for n in names))
+        return {"id": item, "report_sha": self.shas[item], "scorers": list(names),
+                "scores": dict(zip(names, got, strict=True)),
+                "metrics": {m: v for s in got for m, v in s["metrics"].items()}, "judge_calls": dict(judge.calls)}
 
 
 def _judge_use(run: RunDir, records: list[dict[str, Any]]) -> dict[str, Any]:

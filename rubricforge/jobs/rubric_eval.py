@@ -32,13 +32,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rubricforge.config import Config
 from rubricforge.errors import UserError
+from rubricforge.jobs.items import ItemJob
 from rubricforge.pipelines.preferences import load_pairs
 from rubricforge.rewards.judging import Judge
 from rubricforge.rewards.pref_metrics import preference_metrics
@@ -47,7 +48,7 @@ from rubricforge.rewards.rubric_reward import criteria_from
 from rubricforge.rubric_gen.pref_rubrics import generate_rubrics
 from rubricforge.rubric_gen.race import generate_race_rubrics
 from rubricforge.rubric_gen.rubric_sets import GENERAL_RUBRIC, race_criteria, read_race_file
-from rubricforge.rundir import StageBar, StageLog, atomic_write_json, atomic_write_text
+from rubricforge.rundir import StageLog, atomic_write_json, atomic_write_text
 from rubricforge.schema import Criterion, PreferencePair
 
 if TYPE_CHECKING:
@@ -177,8 +178,9 @@ def evaluate(cfg: Config, pairs_file: str | Path, sources: Sequence[str], split:
     pairs = load_pairs(pairs_file, split)
     out = Path(cfg.run_dir) / "rubric-eval"
     scores: StageLog[Any] = StageLog(out / "scores.jsonl")
-    results = asyncio.run(_evaluate(cfg, pairs, sources, StageLog(out / "rubrics.jsonl"), scores, race_file,
-                                    dataset, progress))
+    job = _EvalJob(cfg, pairs, sources, StageLog(out / "rubrics.jsonl"), scores, race_file, dataset)
+    asyncio.run(job.arun([(s, p) for s in sources for p in pairs], progress))
+    results = job.results()
     result = EvalResult(str(out), str(pairs_file), cfg.llm.judge.model,
                         [_summarise(s, pairs, scores, results[s], n_boot) for s in sources])
     atomic_write_json(out / "summary.json", asdict(result))
@@ -186,77 +188,87 @@ def evaluate(cfg: Config, pairs_file: str | Path, sources: Sequence[str], split:
     return result
 
 
-async def _evaluate(cfg: Config, pairs: list[PreferencePair], sources: list[str], rubric_log: StageLog,
-                    scores: StageLog, race_file: str | Path | None, dataset: str | Path | None, progress: bool
-                    ) -> dict[str, dict[str, Any]]:
-    from rubricforge.llm import LLMClient
+class _EvalJob(ItemJob[tuple[str, PreferencePair]]):
+    """One (source, pair) per item, keyed ``<source>|<pair id>``, run one source at a time (a local judge reuses
+    a report's prompt prefix); a record is finished when both reports have a score. A pair whose query got no
+    rubric is counted missing and not recorded."""
 
-    client = LLMClient(cfg.llm)
-    maker = RubricMaker(cfg, client, rubric_log, race_file, dataset)
-    maker.check(sources)
-    judges = {s: Judge(client) for s in sources}
-    slots = asyncio.Semaphore(cfg.reward.concurrency)
-    memo: dict[tuple[str, str, str], asyncio.Task[Any]] = {}
-    missing: dict[str, set[str]] = defaultdict(set)
+    stage = "scoring"
 
-    async def score(source: str, query: str, report: str, criteria: list[Criterion]) -> float | None:
-        key = (source, _digest(query), _digest(report))
-        if key not in memo:  # the chosen report is shared by every degradation of a query: judged once
+    def __init__(self, cfg: Config, pairs: list[PreferencePair], sources: list[str], rubric_log: StageLog,
+                 scores: StageLog, race_file: str | Path | None, dataset: str | Path | None):
+        super().__init__(scores, cfg.llm)  # no cap per item: the judge calls share ``slots``
+        self.cfg, self.sources, self.rubric_log, self.race_file, self.dataset = (cfg, sources, rubric_log,
+                                                                                 race_file, dataset)
+        self.slots = asyncio.Semaphore(cfg.reward.concurrency)
+        self.memo: dict[tuple[str, str, str], asyncio.Task[Any]] = {}
+        self.missing: dict[str, set[str]] = defaultdict(set)
+
+    def key(self, item: tuple[str, PreferencePair]) -> str:
+        return f"{item[0]}|{item[1].id}"
+
+    def group(self, item: tuple[str, PreferencePair]) -> str:
+        return item[0]
+
+    def finished(self, record: dict[str, Any] | None) -> bool:
+        return record is not None and record["chosen"] is not None and record["rejected"] is not None
+
+    def open(self, client: LLMClient) -> None:
+        self.client = client
+        self.maker = RubricMaker(self.cfg, client, self.rubric_log, self.race_file, self.dataset)
+        self.maker.check(self.sources)
+        self.judges = {s: Judge(client) for s in self.sources}
+
+    def close(self) -> None:
+        self.maker.close()
+
+    async def _memo(self, key: tuple[str, str, str], make: Callable[[], Awaitable[float | None]]) -> float | None:
+        if key not in self.memo:  # the chosen report is shared by every degradation of a query: judged once
             async def run() -> float | None:
-                async with slots:
-                    return (await report_score(judges[source], query, report, criteria,
-                                               stage=f"pref_item:{source}")).value
-            memo[key] = asyncio.ensure_future(run())
-        return await memo[key]
+                async with self.slots:
+                    return await make()
+            self.memo[key] = asyncio.ensure_future(run())
+        return cast("float | None", await self.memo[key])
 
-    async def pointwise(query: str, report: str) -> float | None:
-        key = ("pointwise", _digest(query), _digest(report))
-        if key not in memo:
-            async def run() -> float | None:
-                async with slots:
-                    return await pointwise_score(judges["pointwise"], query, report)
-            memo[key] = asyncio.ensure_future(run())
-        return await memo[key]
+    async def _score(self, source: str, query: str, report: str, criteria: list[Criterion]) -> float | None:
+        async def make() -> float | None:
+            return (await report_score(self.judges[source], query, report, criteria,
+                                       stage=f"pref_item:{source}")).value
+        return await self._memo((source, _digest(query), _digest(report)), make)
 
-    async def baseline(source: str, pair: PreferencePair) -> tuple[float | None, float | None]:
+    async def _pointwise(self, query: str, report: str) -> float | None:
+        return await self._memo(("pointwise", _digest(query), _digest(report)),
+                                lambda: pointwise_score(self.judges["pointwise"], query, report))
+
+    async def _baseline(self, source: str, pair: PreferencePair) -> tuple[float | None, float | None]:
         if source == "pointwise":
-            return await pointwise(pair.query, pair.report_chosen), await pointwise(pair.query, pair.report_rejected)
-        async with slots:
-            got = await pairwise_preference(judges[source], pair.query, pair.report_chosen, pair.report_rejected,
-                                            chosen_first=int(_digest(pair.id), 16) % 2 == 0)
+            return (await self._pointwise(pair.query, pair.report_chosen),
+                    await self._pointwise(pair.query, pair.report_rejected))
+        async with self.slots:
+            got = await pairwise_preference(self.judges[source], pair.query, pair.report_chosen,
+                                            pair.report_rejected, chosen_first=int(_digest(pair.id), 16) % 2 == 0)
         return got if got is not None else (None, None)
 
-    async def one(source: str, pair: PreferencePair, advance: Any) -> None:
-        key = f"{source}|{pair.id}"
-        done = scores.get(key)
-        if (done is None or done["chosen"] is None or done["rejected"] is None) and source in JUDGE_BASELINES:
-            chosen, rejected = await baseline(source, pair)
-            scores.append(key, {"source": source, "pair": pair.id, "degradation": pair.degradation,
-                                "chosen": chosen, "rejected": rejected})
-        elif done is None or done["chosen"] is None or done["rejected"] is None:
-            criteria = await maker.get(source, pair.query)
+    async def process(self, item: tuple[str, PreferencePair]) -> dict[str, Any] | None:
+        source, pair = item
+        if source in JUDGE_BASELINES:
+            chosen, rejected = await self._baseline(source, pair)
+        else:
+            criteria = await self.maker.get(source, pair.query)
             if criteria is None:
-                missing[source].add(pair.query)
-                advance(1)
-                return
-            chosen = await score(source, pair.query, pair.report_chosen, criteria)
-            rejected = await score(source, pair.query, pair.report_rejected, criteria)
-            scores.append(key, {"source": source, "pair": pair.id, "degradation": pair.degradation,
-                                "chosen": chosen, "rejected": rejected})
-        advance(1)
+                self.missing[source].add(pair.query)
+                return None
+            chosen = await self._score(source, pair.query, pair.report_chosen, criteria)
+            rejected = await self._score(source, pair.query, pair.report_rejected, criteria)
+        return {"source": source, "pair": pair.id, "degradation": pair.degradation, "chosen": chosen,
+                "rejected": rejected}
 
-    try:
-        with StageBar(progress) as bar:
-            for source in sources:  # one source at a time: a local judge reuses a report's prompt prefix
-                advance = bar.task(f"scoring · {source}", total=len(pairs))
-                await asyncio.gather(*(one(source, p, advance) for p in pairs))
-    finally:
-        maker.close()
-        await client.aclose()
-    stages = client.ledger.summary()["by_stage"]
-    stage = {"pointwise": "pref_pointwise", "pairwise": "pref_pairwise"}
-    return {s: {"missing": len(missing[s]), "calls": sum(judges[s].counts()["calls"].values()),
-                "requests": int(stages.get(stage.get(s, f"pref_item:{s}"), {}).get("requests", 0))} for s in sources}
+    def results(self) -> dict[str, dict[str, Any]]:
+        stages = self.client.ledger.summary()["by_stage"]
+        stage = {"pointwise": "pref_pointwise", "pairwise": "pref_pairwise"}
+        return {s: {"missing": len(self.missing[s]), "calls": sum(self.judges[s].counts()["calls"].values()),
+                    "requests": int(stages.get(stage.get(s, f"pref_item:{s}"), {}).get("requests", 0))}
+                for s in self.sources}
 
 
 def _summarise(source: str, pairs: list[PreferencePair], scores: StageLog, run: dict[str, Any], n_boot: int

@@ -13,19 +13,22 @@ from __future__ import annotations
 
 import asyncio
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rubricforge.config import Config
 from rubricforge.errors import RunFailed, UserError
-from rubricforge.rundir import StageBar
 from rubricforge.corpora.rejects import Rejects
 from rubricforge.export.convert import to_rubricforge_rows
+from rubricforge.jobs.items import ItemJob
 from rubricforge.rewards.inputs import Response, load_examples, load_responses
 from rubricforge.rewards.scorer import RewardScorer, Rollout, check_columns
 from rubricforge.rundir import StageLog, atomic_write_json
+
+if TYPE_CHECKING:
+    from rubricforge.llm import LLMClient
 
 
 @dataclass
@@ -58,11 +61,11 @@ def score_responses(cfg: Config, dataset: str | Path, responses: str | Path, nam
                         f'give each line the "id" of an example in {dataset} and a "response"')
     check_columns([examples[r.example_id] for r in todo], names, dataset)
     log: StageLog[Any] = StageLog(out or default_out(responses))
-    pending = [r for r in todo if not _finished(log.get(r.key), names)]
-    judge_counts = asyncio.run(_score_all(cfg, examples, pending, tuple(names), log, progress))
+    job = _ScoreJob(cfg, examples, tuple(names), log)
+    stats = asyncio.run(job.arun(todo, progress))
     untagged = sum(1 for r in todo if (log.get(r.key) or {}).get("protocol", "") is None)
-    summary = ScoreSummary(str(log.path), len(todo), len(pending), _stats(log, todo, names), rejects.summary(),
-                           judge_counts, untagged)
+    summary = ScoreSummary(str(log.path), len(todo), stats.done_now, _stats(log, todo, names), rejects.summary(),
+                           job.judge_counts(), untagged)
     summary_path = log.path.with_name(f"{log.path.stem}.summary.json")
     atomic_write_json(summary_path, vars(summary))
     if not any(s["scored"] for s in summary.rewards.values()):
@@ -71,34 +74,34 @@ def score_responses(cfg: Config, dataset: str | Path, responses: str | Path, nam
     return summary
 
 
-def _finished(record: dict[str, Any] | None, names: Sequence[str]) -> bool:
-    return record is not None and all(record["rewards"].get(n, {}).get("value") is not None for n in names)
+class _ScoreJob(ItemJob[Response]):
+    """One response per item, keyed ``<id>#<line>``; a record is finished when every asked reward has a value."""
 
+    stage = "scoring"
 
-async def _score_all(cfg: Config, examples: dict[str, dict[str, Any]], pending: list[Response],
-                     names: tuple[str, ...], log: StageLog, progress: bool) -> dict[str, dict[str, int]]:
-    from rubricforge.llm import LLMClient
+    def __init__(self, cfg: Config, examples: dict[str, dict[str, Any]], names: tuple[str, ...], log: StageLog[Any]):
+        super().__init__(log, cfg.llm, cfg.reward.concurrency)
+        self.cfg, self.examples, self.names = cfg, examples, names
+        self.scorer: RewardScorer | None = None
 
-    client = LLMClient(cfg.llm)
-    scorer = RewardScorer(cfg, client)
-    slots = asyncio.Semaphore(cfg.reward.concurrency)
+    def key(self, item: Response) -> str:
+        return item.key
 
-    async def one(response: Response, advance: Callable[[int], None]) -> None:
-        async with slots:
-            got = await scorer.score(Rollout(examples[response.example_id], response.completion, response.snippets),
-                                     names)
-        log.append(response.key, {"id": response.example_id, "line": response.line, "rewards": got,
-                                  "protocol": scorer.protocol(Rollout(examples[response.example_id],
-                                                                      response.completion))})
-        advance(1)
+    def finished(self, record: dict[str, Any] | None) -> bool:
+        return record is not None and all(record["rewards"].get(n, {}).get("value") is not None for n in self.names)
 
-    try:
-        with StageBar(progress) as bar:
-            advance = bar.task("scoring", total=len(pending))
-            await asyncio.gather(*(one(r, advance) for r in pending))
-    finally:
-        await client.aclose()
-    return scorer.judge.counts()
+    def open(self, client: LLMClient) -> None:
+        self.scorer = RewardScorer(self.cfg, client)
+
+    async def process(self, item: Response) -> dict[str, Any]:
+        assert self.scorer is not None
+        rollout = Rollout(self.examples[item.example_id], item.completion, item.snippets)
+        got = await self.scorer.score(rollout, self.names)
+        return {"id": item.example_id, "line": item.line, "rewards": got,
+                "protocol": self.scorer.protocol(Rollout(self.examples[item.example_id], item.completion))}
+
+    def judge_counts(self) -> dict[str, dict[str, int]]:
+        return self.scorer.judge.counts() if self.scorer is not None else {}
 
 
 def _stats(log: StageLog, todo: list[Response], names: Sequence[str]) -> dict[str, dict[str, Any]]:

@@ -1,0 +1,133 @@
+"""The resumable item-job base (in the spirit of datatrove's ``PipelineStep``): a job is a list of items, a
+key per item, ``async process(item)`` returning the item's record, and the settings its records depend on.
+
+:meth:`ItemJob.arun` owns what every such job repeated: it skips items whose key already has a finished
+record in the job's keyed :class:`~rubricforge.rundir.StageLog`, refuses to mix records made under other
+settings with new ones (a UserError, exit 2), runs the rest at most ``concurrency`` at a time under one
+LLM client and one progress bar, appends each item's record as soon as it is made (an item whose
+``process`` raised is not recorded, so a re-run does it again), cancels the rest when one item raises,
+and closes the client however it ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from rubricforge.errors import UserError
+from rubricforge.rundir import StageBar, StageLog, atomic_write_json, read_json
+
+if TYPE_CHECKING:
+    from rubricforge.config import LLMConfig
+    from rubricforge.llm import LLMClient
+
+T = TypeVar("T")
+
+
+@dataclass
+class ItemStats:
+    items: int  # distinct items asked for
+    done_before: int  # finished by an earlier run (read back, not redone)
+    done_now: int  # finished by this run (its items that returned a record)
+
+
+class ItemJob(Generic[T]):
+    """Subclasses set ``stage`` (the progress bar's label) and define :meth:`key` and :meth:`process`;
+    :meth:`finished` (default: any record) says which records a re-run keeps, :meth:`settings` (default:
+    none) what the records depend on, :meth:`group` which items run together, :meth:`open` / :meth:`close` what
+to build on the job's client before the first item and release after the last."""
+
+    stage = "items"
+
+    def __init__(self, log: StageLog[Any], llm: LLMConfig, concurrency: int | None = None):
+        self.log, self.llm, self.concurrency = log, llm, concurrency
+
+    def key(self, item: T) -> str:
+        raise NotImplementedError
+
+    async def process(self, item: T) -> dict[str, Any] | None:
+        """The item's record (None: the item could not be done now; nothing is recorded)."""
+        raise NotImplementedError
+
+    def group(self, item: T) -> str:
+        """Items run group by group, in the order their groups first appear, one bar row each (default: one)."""
+        return ""
+
+    def finished(self, record: dict[str, Any] | None) -> bool:
+        return record is not None
+
+    def settings(self) -> dict[str, Any]:
+        return {}
+
+    def open(self, client: LLMClient) -> None:
+        """Build what :meth:`process` needs from the job's client (called once, before the first item)."""
+
+    def close(self) -> None:
+        """Release what :meth:`open` built (called once, however the job ended, before the client closes)."""
+
+    # ---------------------------------------------------------------- the one implementation
+
+    def pending(self, items: Sequence[T]) -> list[T]:
+        """The distinct items (by key, first one wins) that have no finished record."""
+        unique = {self.key(item): item for item in reversed(items)}
+        return [item for key, item in reversed(unique.items()) if not self.finished(self.log.get(key))]
+
+    def check_settings(self) -> None:
+        """The resume guard: ``<log>.settings.json`` holds the settings of the log's records; other settings
+        are refused while the log holds records, and written when it holds none."""
+        settings = self.settings()
+        if not settings:
+            return
+        path = self.log.path.with_name(f"{self.log.path.stem}.settings.json")
+        previous = read_json(path) if path.exists() else {}
+        if previous == settings:
+            return
+        if previous and len(self.log):
+            changed = ", ".join(f"{k}: {previous.get(k)!r} -> {v!r}" for k, v in settings.items()
+                                if previous.get(k) != v)
+            raise UserError(f"{self.log.path} holds records made with other settings ({changed})",
+                            f"use the same settings to resume, or another output (or delete {self.log.path})")
+        atomic_write_json(path, settings)
+
+    async def arun(self, items: Sequence[T], progress: bool = True) -> ItemStats:
+        from rubricforge.llm import LLMClient
+
+        self.check_settings()
+        keys = {self.key(item) for item in items}
+        todo = self.pending(items)
+        client = LLMClient(self.llm)
+        slots = asyncio.Semaphore(self.concurrency or max(len(todo), 1))
+        done: list[T] = []
+
+        async def one(item: T, advance: Callable[[int], None]) -> None:
+            async with slots:
+                record = await self.process(item)
+            if record is not None:
+                self.log.append(self.key(item), record)
+                done.append(item)
+            advance(1)
+
+        groups: dict[str, list[T]] = {}
+        for item in todo:
+            groups.setdefault(self.group(item), []).append(item)
+        try:
+            self.open(client)
+            with StageBar(progress) as bar:
+                for name, members in groups.items():
+                    advance = bar.task(f"{self.stage} · {name}" if name else self.stage, total=len(members))
+                    tasks = [asyncio.ensure_future(one(item, advance)) for item in members]
+                    try:
+                        await asyncio.gather(*tasks)
+                    except BaseException:
+                        for task in tasks:
+                            task.cancel()
+                        await asyncio.gather(*tasks, return_exceptions=True)
+                        raise
+        finally:
+            try:
+                self.close()
+            finally:
+                await client.aclose()
+        return ItemStats(len(keys), len(keys) - len(todo), len(done))
