@@ -259,6 +259,25 @@ def test_rubric_and_exact_scorers_on_tree_and_kg_rows_and_unscored_is_not_zero(t
     assert _records(run)["ex1"]["scores"]["rubric"]["per_criterion"] == {"c1": 1.0, "c2": 0.5, "c3": 0.0}
 
 
+@pytest.mark.parametrize(("fmt", "expected"), [("rubrichub", (10 * 1 - 10 * 0.5 + 3 * 0) / 13),
+                                               ("researchrubrics", (5 * 1 + 4 * 0.5 - 3 * 0) / 9),
+                                               ("verlrubric", (10 * 1 - 8 * 0.5) / 10)])
+def test_exchanged_rubric_layouts_are_task_sets(tmp_path, fmt, expected):
+    """RubricHub, ResearchRubrics and verl-rubric files are read as task sets as they are; their signed points
+    are the rubric judge's weights (scripted scores 4, 2, 0 -> 1, 0.5, 0 for c1, c2, c3)."""
+    from test_convert import RESEARCHRUBRICS, RUBRICHUB, VERLRUBRIC
+
+    record = {"rubrichub": RUBRICHUB, "researchrubrics": RESEARCHRUBRICS, "verlrubric": VERLRUBRIC}[fmt]
+    tid = str(record.get("id") or record.get("sample_id") or 0)
+    tasks, reports = tmp_path / f"{fmt}.jsonl", tmp_path / "reports.jsonl"
+    tasks.write_text(json.dumps(record) + "\n")
+    reports.write_text(json.dumps({"id": tid, "response": "A report."}) + "\n")
+    with FakeOpenAI(responder=scripted_judge) as server:
+        s = evaluate(_cfg(tmp_path, server), tasks, reports, tmp_path / "run", progress=False)
+    assert s.metrics["rubric"]["mean"] == pytest.approx(expected)
+    assert server.n_requests == len(_records(tmp_path / "run")[tid]["scores"]["rubric"]["per_criterion"])
+
+
 def test_compare_two_runs_paired_over_shared_tasks(tmp_path):
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text("".join(json.dumps({"id": f"q{i}", "question": f"q{i}?", "answer": f"answer {i}"}) + "\n"
