@@ -110,6 +110,14 @@ async def _score_all(cfg: Config, run: RunDir, invocation: str, tasks: dict[str,
     from rubricforge.llm import LLMClient
     from rubricforge.rewards.judging import Judge
 
+    index: Any = None
+    resolve: Any = None
+    if any("citation" in n for n in names.values()):  # cited ids resolve against the corpus index
+        from rubricforge.corpora.index_store import CorpusIndex
+        from rubricforge.evaluation.citations import CorpusCitations
+
+        index = CorpusIndex.from_config(cfg)
+        resolve = CorpusCitations(index)
     client = LLMClient(cfg.llm)
     slots = asyncio.Semaphore(cfg.reward.concurrency)
 
@@ -117,7 +125,7 @@ async def _score_all(cfg: Config, run: RunDir, invocation: str, tasks: dict[str,
         judge = Judge(client)  # one per task: its calls are the task's
         async with slots:
             got = await asyncio.gather(*(scorers.score(n, judge, tasks[tid], reports[tid], refs[tid] or None,
-                                                       cfg.reward.judge_mode) for n in names[tid]))
+                                                       cfg.reward.judge_mode, resolve) for n in names[tid]))
         scores = dict(zip(names[tid], got, strict=True))
         metrics = {m: v for s in got for m, v in s["metrics"].items()}
         log.append(tid, {"id": tid, "report_sha": shas[tid], "scorers": list(names[tid]), "scores": scores,
@@ -131,6 +139,8 @@ async def _score_all(cfg: Config, run: RunDir, invocation: str, tasks: dict[str,
     finally:
         atomic_write_json(run.ledger_path(invocation, "main"), {"ledger": client.ledger.summary()})
         await client.aclose()
+        if index is not None:
+            index.close()
 
 
 def _judge_use(run: RunDir, records: list[dict[str, Any]]) -> dict[str, Any]:
