@@ -410,6 +410,8 @@ def test_cli_scores_and_compares(tmp_path):
      ["task '1' has no 'answer' column (the 'exact' scorer reads it)"]),
     (["eval", "--tasks", "TASKS", "--reports", "REPORTS", "--references", "PARTIAL"],
      ["has no reference report for task '51'"]),
+    (["eval", "--tasks", "TASKS", "--reports", "REPORTS", "--scorers", "citation", "--set", "tools.index_dir=nope"],
+     ["no corpus index in nope", "rubricforge corpus build"]),
     (["eval", "compare", "TASKS", "REPORTS"], ["is not an evaluation run directory"]),
 ])
 def test_bad_input_is_one_line_and_exit_code_2(args, needles, tmp_path, monkeypatch):

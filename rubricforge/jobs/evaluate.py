@@ -60,6 +60,10 @@ def evaluate(cfg: Config, tasks_path: str | Path, reports_path: str | Path, run_
         reports = load_reports(reports_path, tasks, rejects)
         refs = load_reports(references, tasks, rejects) if references else {}
         names = {tid: scorers_for(tasks[tid], asked) for tid in reports}
+        if any("citation" in n for n in names.values()):  # a missing corpus index is bad input: no run started
+            from rubricforge.corpora.index_store import CorpusIndex
+
+            CorpusIndex.from_config(cfg).close()
         if references and (lacking := [tid for tid in reports if tid not in refs]):
             raise UserError(f"references file {references} has no reference report for task {lacking[0]!r} "
                             f"({len(lacking)} tasks lack one)", "give one for every reported task, or no --references")
