@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import yaml
 
+from exchanged_formats import RESEARCHRUBRICS, RUBRICHUB, VERLRUBRIC
 from llm_fakes import FakeOpenAI, Reply, litellm_llm_config
 from reward_fixtures import EXAMPLE, RACE, scripted_judge
 from rubricforge.config import load_config
@@ -265,8 +266,6 @@ def test_rubric_and_exact_scorers_on_tree_and_kg_rows_and_unscored_is_not_zero(t
 def test_exchanged_rubric_layouts_are_task_sets(tmp_path, fmt, expected):
     """RubricHub, ResearchRubrics and verl-rubric files are read as task sets as they are; their signed points
     are the rubric judge's weights (scripted scores 4, 2, 0 -> 1, 0.5, 0 for c1, c2, c3)."""
-    from test_convert import RESEARCHRUBRICS, RUBRICHUB, VERLRUBRIC
-
     record = {"rubrichub": RUBRICHUB, "researchrubrics": RESEARCHRUBRICS, "verlrubric": VERLRUBRIC}[fmt]
     tid = str(record.get("id") or record.get("sample_id") or 0)
     tasks, reports = tmp_path / f"{fmt}.jsonl", tmp_path / "reports.jsonl"
