@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from exchanged_formats import RESEARCHRUBRICS, RUBRICHUB, VERLRUBRIC
 from support.cli import assert_user_error, cli
 
 from rubricforge.errors import UserError
@@ -16,7 +17,8 @@ from rubricforge.rewards.rubric_reward import criteria_from, criterion_text
 
 DATA = Path(__file__).parent / "data" / "formats"
 DRB = DATA / "drb_criteria.jsonl"
-RUBRIC_FORMATS = ("drtulu", "deeprubric", "rar", "healthbench", "verl", "trl", "rubricforge")
+RUBRIC_FORMATS = ("drtulu", "openinstruct", "deeprubric", "rar", "healthbench", "rubrichub", "researchrubrics",
+                  "verlrubric", "verl", "trl", "rubricforge")
 
 # One record per format, written from each project's documented layout (see each module's docstring).
 DRTULU_RUBRIC = {"source": "rar_medicine", "question_type": "long_form",
@@ -45,6 +47,8 @@ HEALTHBENCH = {"prompt_id": "hb-7", "prompt": [{"role": "user", "content": "I ha
                             "tags": ["level:example", "axis:accuracy"]},
                            {"criterion": "Recommends antibiotics without a diagnosis", "points": -6, "tags": []}],
                "example_tags": ["theme:emergency"]}
+
+OPENINSTRUCT = {**DRTULU_RUBRIC, "dataset": "rubric", "source": "rubric_rl"}
 
 
 def drb_records() -> list[dict]:
@@ -85,7 +89,8 @@ def test_real_rubrics_survive_every_rubric_format(tmp_path, fmt):
     before = [r for _, r in read_records(tmp_path / "rf.jsonl")]
     for a, b in zip(before, back.rows, strict=True):
         assert b["question"] == a["question"]
-        keep = ("description", "weight") if fmt in ("healthbench",) else ("description", "weight", "title")
+        keep = ("description", "weight") if fmt in ("healthbench", "rubrichub", "verlrubric") else (
+            "description", "weight", "title")
         assert [[r[k] for k in keep] for r in b["rubrics"]] == [[r[k] for k in keep] for r in a["rubrics"]]
 
 
@@ -98,7 +103,9 @@ def test_parquet_both_ways(tmp_path):
 
 @pytest.mark.parametrize(("record", "fmt"), [(DRTULU_RUBRIC, "drtulu"), (DRTULU_SHORT, "drtulu"),
                                              (DEEPRUBRIC, "deeprubric"), (RAR, "rar"), (RESEARCHQA, "researchqa"),
-                                             (HEALTHBENCH, "healthbench")])
+                                             (HEALTHBENCH, "healthbench"), (OPENINSTRUCT, "openinstruct"),
+                                             (RUBRICHUB, "rubrichub"), (RESEARCHRUBRICS, "researchrubrics"),
+                                             (VERLRUBRIC, "verlrubric")])
 def test_each_format_is_detected_and_read(record, fmt):
     assert detect_format(record) == fmt
     row = FORMATS[fmt].to_rubricforge(record, 0)
@@ -125,6 +132,62 @@ def test_format_specific_readings():
     assert all("level:" not in criterion_text(c) for c in criteria_from(hb["rubrics"]))
     assert FORMATS["researchqa"].from_rubricforge(rqa)["rubric"] == RESEARCHQA["rubric"]
     assert FORMATS["rar"].from_rubricforge(FORMATS["rar"].to_rubricforge(RAR, 0)) == RAR
+
+
+@pytest.mark.parametrize(("record", "fmt"), [(RUBRICHUB, "rubrichub"), (RESEARCHRUBRICS, "researchrubrics"),
+                                             (VERLRUBRIC, "verlrubric"), (OPENINSTRUCT, "openinstruct")])
+def test_exchanged_layouts_round_trip_through_a_file(tmp_path, record, fmt):
+    """Format -> rubricforge file -> the format again gives the record's question and criteria back, signed
+    points and weights included; rubricforge's row holds what the rubric judge reads."""
+    (tmp_path / "in.jsonl").write_text(json.dumps(record) + "\n")
+    rf, rej = convert_file(tmp_path / "in.jsonl", tmp_path / "rf.jsonl", "rubricforge")
+    assert rf.source_format == fmt and rej["total"] == 0
+    row = rf.rows[0]
+    assert criteria_from(row["rubrics"]) and any(r["weight"] < 0 for r in row["rubrics"])
+    back, rej = convert_file(tmp_path / "rf.jsonl", tmp_path / "back.jsonl", fmt)
+    assert rej["total"] == 0
+    out = back.rows[0]
+    if fmt == "openinstruct":
+        assert out["dataset"] == "rubric" and out["messages"] == record["messages"]
+        assert [(r["description"], r["weight"]) for r in json.loads(out["ground_truth"])["rubrics"]] == [
+            (r["description"], r["weight"]) for r in json.loads(record["ground_truth"])["rubrics"]]
+    else:
+        path = ("extra_info", "reward_model", "rubrics") if fmt == "verlrubric" else ("rubrics",)
+        got, want = out, record
+        for key in path:
+            got, want = got[key], want[key]
+        assert got == want
+        question = "prompt" if fmt in ("researchrubrics", "verlrubric") else "question"
+        assert out[question] == record[question]
+
+
+def test_exchanged_layouts_specific_readings():
+    rh = FORMATS["rubrichub"].to_rubricforge(RUBRICHUB, 0)
+    assert rh["id"] == "rh-0193" and [r["weight"] for r in rh["rubrics"]] == [10.0, -10.0, 3.0]
+    rr = FORMATS["researchrubrics"].to_rubricforge(RESEARCHRUBRICS, 0)
+    assert rr["id"] == "6839f0a5c1" and [(r["weight"], r["title"]) for r in rr["rubrics"]] == [
+        (5.0, "Explicit Criteria"), (4.0, "References"), (-3.0, "Synthesis of Information")]
+    vr = FORMATS["verlrubric"].to_rubricforge(VERLRUBRIC, 4)
+    assert vr["id"] == "4" and vr["question"].startswith("My toddler") and vr["rubrics"][1]["tags"]
+    written = FORMATS["verlrubric"].from_rubricforge(vr, "mydata")
+    assert written["data_source"] == "mydata" and written["reward_model"]["style"] == "rubric"
+    # open-instruct's verifier is named "rubric"; DR Tulu's "general_rubric": the same ground truth, two names
+    assert FORMATS["openinstruct"].to_rubricforge(OPENINSTRUCT, 0) == FORMATS["drtulu"].to_rubricforge(DRTULU_RUBRIC, 0)
+    assert detect_format(DRTULU_RUBRIC) == "drtulu"
+    with pytest.raises(ValueError, match="no rubrics"):
+        FORMATS["openinstruct"].from_rubricforge(FORMATS["drtulu"].to_rubricforge(DRTULU_SHORT, 0))
+    # a rubricforge short-answer row (empty rubrics) is not mistaken for a list-of-criteria format
+    assert detect_format({"id": "k", "question": "Q?", "rubrics": [], "answer": "A"}) == "rubricforge"
+
+
+def test_bad_exchanged_rows_name_file_row_and_field(tmp_path):
+    bad = {**RUBRICHUB, "rubrics": [*RUBRICHUB["rubrics"], {"criterion": "Uses an analogy", "points": "high"}]}
+    src = tmp_path / "rubrichub.jsonl"
+    src.write_text(json.dumps(RUBRICHUB) + "\n" + json.dumps(bad) + "\n")
+    proc = cli("eval", "--tasks", str(src), "--reports", str(src), "--run-dir", str(tmp_path / "run"))
+    assert_user_error(proc, f"{src}: row 2 (rubrichub format) cannot be read: rubric 4 has no numeric weight")
+    got, rej = convert_file(src, tmp_path / "rf.jsonl", "rubricforge")
+    assert got.converted == 1 and rej["by_reason"] == {"rubric 4 has no numeric weight": 1}
 
 
 def test_healthbench_tags_survive_a_rubricforge_file(tmp_path):

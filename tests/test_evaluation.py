@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import yaml
 
+from exchanged_formats import RESEARCHRUBRICS, RUBRICHUB, VERLRUBRIC
 from llm_fakes import FakeOpenAI, Reply, litellm_llm_config
 from reward_fixtures import EXAMPLE, RACE, scripted_judge
 from rubricforge.config import load_config
@@ -259,6 +260,65 @@ def test_rubric_and_exact_scorers_on_tree_and_kg_rows_and_unscored_is_not_zero(t
     assert _records(run)["ex1"]["scores"]["rubric"]["per_criterion"] == {"c1": 1.0, "c2": 0.5, "c3": 0.0}
 
 
+@pytest.mark.parametrize(("fmt", "expected"), [("rubrichub", (10 * 1 - 10 * 0.5 + 3 * 0) / 13),
+                                               ("researchrubrics", (5 * 1 + 4 * 0.5 - 3 * 0) / 9),
+                                               ("verlrubric", (10 * 1 - 8 * 0.5) / 10)])
+def test_exchanged_rubric_layouts_are_task_sets(tmp_path, fmt, expected):
+    """RubricHub, ResearchRubrics and verl-rubric files are read as task sets as they are; their signed points
+    are the rubric judge's weights (scripted scores 4, 2, 0 -> 1, 0.5, 0 for c1, c2, c3)."""
+    record = {"rubrichub": RUBRICHUB, "researchrubrics": RESEARCHRUBRICS, "verlrubric": VERLRUBRIC}[fmt]
+    tid = str(record.get("id") or record.get("sample_id") or 0)
+    tasks, reports = tmp_path / f"{fmt}.jsonl", tmp_path / "reports.jsonl"
+    tasks.write_text(json.dumps(record) + "\n")
+    reports.write_text(json.dumps({"id": tid, "response": "A report."}) + "\n")
+    with FakeOpenAI(responder=scripted_judge) as server:
+        s = evaluate(_cfg(tmp_path, server), tasks, reports, tmp_path / "run", progress=False)
+    assert s.metrics["rubric"]["mean"] == pytest.approx(expected)
+    assert server.n_requests == len(_records(tmp_path / "run")[tid]["scores"]["rubric"]["per_criterion"])
+
+
+def test_citation_support_against_the_corpus_and_format_compliance(tmp_path, small_index_cfg):
+    """FACT over the real small corpus index: a search-snippet id and a browse id resolve to corpus text, an
+    unknown id is left out; the scripted judge says "Fully supported" for one statement (supported) and
+    "Partially supported" for the other (not): precision 1/2, one supported citation. A report without cites
+    has no precision (left out, not 0); malformed cite markup fails the format check."""
+    from reward_fixtures import SUPPORT
+    from rubricforge.corpora.index_store import CorpusIndex
+    from rubricforge.corpora.snippets import stable_id
+    from rubricforge.evaluation.citations import CorpusCitations
+
+    with CorpusIndex.from_config(small_index_cfg) as index:
+        p1, p2 = next(iter(index.iter_passages())), list(index.iter_passages())[-1]
+        resolve = CorpusCitations(index)
+        assert resolve(p1.id) == p1.text and resolve(stable_id("search", p1.id)) == p1.text
+        assert resolve(stable_id("browse", p2.doc_id)) == index.document_text(p2.doc_id)
+        assert resolve("sxxxxxxxxxx") is None
+    full, partial = list(SUPPORT)  # "Fully supported", "Partially supported"
+    cited = (f'Two facts. <cite id="{stable_id("search", p1.id)}">{full}</cite> '
+             f'<cite id="{stable_id("browse", p2.doc_id)}, sxxxxxxxxxx">{partial}</cite>')
+    tasks, reports, run = tmp_path / "tasks.jsonl", tmp_path / "reports.jsonl", tmp_path / "run"
+    tasks.write_text("".join(json.dumps({"id": t, "question": EXAMPLE["question"], "rubrics": EXAMPLE["rubrics"]})
+                             + "\n" for t in ("t1", "t2")))
+    reports.write_text(json.dumps({"id": "t1", "response": cited}) + "\n"
+                       + json.dumps({"id": "t2", "response": 'No sources. <cite id="">a claim</cite>'}) + "\n")
+    with FakeOpenAI(responder=scripted_judge) as server:
+        llm = litellm_llm_config(tmp_path, server)
+        cfg = load_config(overrides={"llm": llm, "tools": {"index_dir": str(small_index_cfg.index_dir())}})
+        s = evaluate(cfg, tasks, reports, run, asked=["citation", "format"], progress=False)
+    prompts = ["\n".join(m["content"] for m in body["messages"]) for body in server.requests]
+    assert len(prompts) == 2 and any(p1.text[:60] in p and full in p for p in prompts)
+    records = _records(run)
+    assert records["t1"]["metrics"] == {"citation.precision": 0.5, "citation.supported": 1.0,
+                                        "citation.unresolved": 1.0, "format": 1.0, "format.markdown": 1.0,
+                                        "format.cite": 1.0}
+    assert records["t2"]["metrics"] == {"citation.supported": 0.0, "citation.unresolved": 0.0, "format": 0.5,
+                                        "format.markdown": 1.0, "format.cite": 0.0}
+    assert s.metrics["citation.precision"]["n"] == 1 and s.metrics["citation.precision"]["unscored"] == 0
+    assert s.metrics["citation.supported"]["mean"] == 0.5 and s.judge["calls_per_task"] == {"fact_support": 1.0}
+    page = (run / "report.html").read_text()  # precision charted on [0, 1], the counts only in the table
+    assert 'data-chart="hist:citation.precision"' in page and "hist:citation.supported" not in page
+
+
 def test_compare_two_runs_paired_over_shared_tasks(tmp_path):
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text("".join(json.dumps({"id": f"q{i}", "question": f"q{i}?", "answer": f"answer {i}"}) + "\n"
@@ -349,6 +409,8 @@ def test_cli_scores_and_compares(tmp_path):
      ["task '1' has no 'answer' column (the 'exact' scorer reads it)"]),
     (["eval", "--tasks", "TASKS", "--reports", "REPORTS", "--references", "PARTIAL"],
      ["has no reference report for task '51'"]),
+    (["eval", "--tasks", "TASKS", "--reports", "REPORTS", "--scorers", "citation", "--set", "tools.index_dir=nope"],
+     ["no corpus index in nope", "rubricforge corpus build"]),
     (["eval", "compare", "TASKS", "REPORTS"], ["is not an evaluation run directory"]),
 ])
 def test_bad_input_is_one_line_and_exit_code_2(args, needles, tmp_path, monkeypatch):

@@ -19,10 +19,12 @@ def convert(
     source: Annotated[str, typer.Option(help="The dataset name written where a format has one (DR Tulu source, "
                                              "verl data_source).")] = "rubricforge",
 ) -> None:
-    """Convert between rubricforge's rows and DR Tulu, DeepRubric, RaR, DRB criteria, ResearchQA, HealthBench,
-    verl and TRL rows; records that cannot convert are skipped, counted and written to a rejects file.
+    """Convert between rubricforge's rows and DR Tulu, open-instruct, DeepRubric, RaR, DRB criteria, ResearchQA,
+    HealthBench, RubricHub, ResearchRubrics, verl, verl-rubric and TRL rows; records that cannot convert are
+    skipped, counted and written to a rejects file.
 
-    Formats: rubricforge, drtulu, deeprubric, rar, drb, researchqa, healthbench, verl, trl."""
+    Formats: rubricforge, drtulu, openinstruct, deeprubric, rar, drb, researchqa, healthbench, rubrichub,
+    researchrubrics, verl, verlrubric, trl."""
     from rubricforge.export.convert import convert_file
 
     got, rej = convert_file(src, dst, to, from_, rejects, source)

@@ -28,8 +28,9 @@ def eval_run(
     references: Annotated[Optional[Path], typer.Option(help="Reference reports in the same layout: RACE becomes "
                                                        "reference-relative (else the row's reference_report, else "
                                                        "pointwise 0–10).")] = None,
-    scorers: Annotated[Optional[str], typer.Option(help="Comma-separated: race, rubric, exact (default: exact for "
-                                                   "rows with an answer, else race, else rubric).")] = None,
+    scorers: Annotated[Optional[str], typer.Option(help="Comma-separated: race, rubric, exact, citation (FACT "
+                                                   "against the corpus index), format (default: exact for rows "
+                                                   "with an answer, else race, else rubric).")] = None,
     run_dir: Annotated[Optional[Path], typer.Option("--run-dir", help="Run directory (default: runs/eval/<reports "
                                                     "file name>).")] = None,
     config: ConfigOpt = None,

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
+from rubricforge.evaluation.citations import COUNTS
 from rubricforge.text import one_line
 
 WIDTH, ROW, LABEL, VALUE = 640, 22, 210, 70  # svg width, bar row height, label column, value column
@@ -94,8 +95,9 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], name: str) -> s
 
 
 def headline(metrics: Sequence[str]) -> list[str]:
-    """The scorers' headline metrics (no dimension: ``race``, ``rubric``, ``exact.em``, ``exact.f1``)."""
-    return [m for m in metrics if "." not in m or m.startswith("exact.")]
+    """The scorers' headline metrics (no dimension: ``race``, ``rubric``, ``exact.em``, ``exact.f1``,
+    ``citation.precision``, ``format``)."""
+    return [m for m in metrics if "." not in m or m.startswith("exact.") or m == "citation.precision"]
 
 
 def run_page(summary: Mapping[str, Any], per_task: Mapping[str, Mapping[str, float | None]],
@@ -105,7 +107,7 @@ def run_page(summary: Mapping[str, Any], per_task: Mapping[str, Mapping[str, flo
     info = _table(["run", "tasks", "reports", "without report", "judge", "status"], [[
         str(summary["run_dir"]), str(summary["tasks"]), str(summary["reports"]), str(summary["missing"]),
         str(summary["judge_model"]), str(summary["status"])]], "run")
-    rows = [(m, s["mean"], s["ci_low"], s["ci_high"]) for m, s in stats.items()]
+    rows = [(m, s["mean"], s["ci_low"], s["ci_high"]) for m, s in stats.items() if m not in COUNTS]  # on [0, 1]
     table = _table(["metric", "n", "unscored", "mean", "95% CI", "std"],
                    [[m, str(s["n"]), str(s["unscored"]), _num(s["mean"]), f"[{_num(s['ci_low'])}, {_num(s['ci_high'])}]",
                      _num(s["std"])] for m, s in stats.items()], "metrics")

@@ -9,6 +9,10 @@
   weighted, in [0, 1]; the judge mode is ``reward.judge_mode``.
 * ``exact``: normalised exact match and token F1 against the answer and its aliases (``exact.em``,
   ``exact.f1``; :mod:`rubricforge.evaluation.exact`).
+* ``citation``: DeepResearch Bench's FACT against the local corpus (``citation.precision``,
+  ``citation.supported``; :mod:`rubricforge.evaluation.citations`).
+* ``format``: format compliance of the report body (MindDR Eq. 11's checks; ``format``, ``format.markdown``,
+  ``format.cite``).
 
 An empty report scores 0 everywhere without a judge call.
 """
@@ -19,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rubricforge.errors import UserError
+from rubricforge.evaluation.citations import Resolve, fact, format_compliance
 from rubricforge.evaluation.exact import exact_scores
 from rubricforge.rewards.judging import Judge
 from rubricforge.rewards.race import (RaceScore, parse_race_rubrics, race_pointwise, race_score,
@@ -27,8 +32,15 @@ from rubricforge.rewards.rubric_reward import JudgeMode, criteria_from, rubric_r
 
 
 async def score(name: str, judge: Judge, task: Mapping[str, Any], report: str, reference: str | None,
-                judge_mode: JudgeMode) -> dict[str, Any]:
-    """One scorer's result for ``report`` on ``task`` (``reference``: the reference report, if any)."""
+                judge_mode: JudgeMode, resolve: Resolve | None = None) -> dict[str, Any]:
+    """One scorer's result for ``report`` on ``task`` (``reference``: the reference report, if any;
+    ``resolve``: cited id -> corpus text, for ``citation``)."""
+    if name == "format":
+        return format_compliance(report)
+    if name == "citation":
+        if resolve is None:
+            raise UserError("the citation scorer needs the corpus index", "build it with `rubricforge corpus build`")
+        return await fact(judge, str(task.get("question") or task.get("prompt") or ""), report, resolve)
     if name == "exact":
         exact = exact_scores(report, [str(task["answer"]), *map(str, task.get("answer_aliases") or [])])
         return {"metrics": {"exact.em": exact["em"], "exact.f1": exact["f1"]}}
@@ -38,7 +50,7 @@ async def score(name: str, judge: Judge, task: Mapping[str, Any], report: str, r
         criteria = criteria_from(task["rubrics"], where=f"task {task.get('id')!r} rubrics")
         got = await rubric_reward(judge, str(task.get("question", "")), report, criteria, judge_mode)
         return {"metrics": {"rubric": got.value}, "per_criterion": got.per_criterion, "unscored": got.unscored}
-    raise UserError(f"unknown scorer '{name}'", "use race, rubric or exact")
+    raise UserError(f"unknown scorer '{name}'", "use race, rubric, exact, citation or format")
 
 
 async def _race(judge: Judge, task: Mapping[str, Any], report: str, reference: str | None) -> dict[str, Any]:

@@ -12,7 +12,8 @@ is the text itself. A line that is not a JSON object, has no text, names no task
 counted and written to the rejects file.
 
 **Scorers** per task (:func:`scorers_for`): ``exact`` for a row with an ``answer``, else ``race`` for a row
-with a RACE rubric, else ``rubric``; or the scorers asked for, each checked against the row's columns.
+with a RACE rubric, else ``rubric``; or the scorers asked for, each checked against the row's columns
+(``citation`` and ``format`` read only the report).
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ from rubricforge.export.convert import to_rubricforge_rows
 from rubricforge.rewards.inputs import load_examples
 from rubricforge.rewards.trajectory import parse_trajectory
 
-SCORERS = ("race", "rubric", "exact")
-NEEDS = {"race": "race_rubrics", "rubric": "rubrics", "exact": "answer"}  # the column each scorer reads
+SCORERS = ("race", "rubric", "exact", "citation", "format")
+NEEDS = {"race": "race_rubrics", "rubric": "rubrics", "exact": "answer"}  # the column a scorer reads, if one
 REPORT_FIELDS = ("article", "response")  # DRB's, then rubricforge's
 
 
@@ -54,7 +55,7 @@ def scorers_for(task: Mapping[str, Any], asked: Sequence[str] | None) -> tuple[s
     for name in asked:
         if name not in SCORERS:
             raise UserError(f"unknown scorer '{name}'", f"use --scorers with some of: {', '.join(SCORERS)}")
-        if task.get(NEEDS[name]) in (None, "", []):
+        if name in NEEDS and task.get(NEEDS[name]) in (None, "", []):
             raise UserError(f"task {tid!r} has no '{NEEDS[name]}' column (the '{name}' scorer reads it)",
                             "choose scorers the task set supports (--scorers), or leave --scorers out")
     return tuple(asked)

@@ -64,6 +64,10 @@ def evaluate(cfg: Config, tasks_path: str | Path, reports_path: str | Path, run_
             reports = load_reports(reports_path, tasks, rejects)
             refs = load_reports(references, tasks, rejects) if references else {}
             names = {tid: scorers_for(tasks[tid], asked) for tid in reports}
+            if any("citation" in n for n in names.values()):  # a missing corpus index is bad input: no run started
+                from rubricforge.corpora.index_store import CorpusIndex
+
+                CorpusIndex.from_config(cfg).close()
             if references and (lacking := [tid for tid in reports if tid not in refs]):
                 raise UserError(f"references file {references} has no reference report for task {lacking[0]!r} "
                                 f"({len(lacking)} tasks lack one)", "give one for every reported task, or no --references")
@@ -114,6 +118,8 @@ class _EvalJob(ItemJob[str]):
         super().__init__(log, cfg.llm, cfg.reward.concurrency)
         self.cfg, self.run, self.invocation = cfg, run, invocation
         self.tasks, self.reports, self.refs, self.names, self.shas = tasks, reports, refs, names, shas
+        self.index: Any = None
+        self.resolve: Any = None
 
     def key(self, item: str) -> str:
         return item
@@ -125,9 +131,17 @@ class _EvalJob(ItemJob[str]):
 
     def open(self, client: LLMClient) -> None:
         self.client = client
+        if any("citation" in n for n in self.names.values()):  # cited ids resolve against the corpus index
+            from rubricforge.corpora.index_store import CorpusIndex
+            from rubricforge.evaluation.citations import CorpusCitations
+
+            self.index = CorpusIndex.from_config(self.cfg)
+            self.resolve = CorpusCitations(self.index)
 
     def close(self) -> None:
         atomic_write_json(self.run.ledger_path(self.invocation, "main"), {"ledger": self.client.ledger.summary()})
+        if self.index is not None:
+            self.index.close()
 
     async def process(self, item: str) -> dict[str, Any]:
         from rubricforge.rewards.judging import Judge
@@ -135,7 +149,8 @@ class _EvalJob(ItemJob[str]):
         judge = Judge(self.client)  # one per task: its calls are the task's
         names = self.names[item]
         got = await asyncio.gather(*(scorers.score(n, judge, self.tasks[item], self.reports[item],
-                                                   self.refs[item] or None, self.cfg.reward.judge_mode)
+                                                   self.refs[item] or None, self.cfg.reward.judge_mode,
+                                                   self.resolve)
                                      for n in names))
         return {"id": item, "report_sha": self.shas[item], "scorers": list(names),
                 "scores": dict(zip(names, got, strict=True)),

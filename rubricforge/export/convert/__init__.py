@@ -22,11 +22,13 @@ from typing import Any
 
 from rubricforge.corpora.rejects import Rejects
 from rubricforge.errors import UserError
-from rubricforge.export.convert import deeprubric, drb, drtulu, healthbench, rar, researchqa, rubricforge, trl, verl
+from rubricforge.export.convert import (deeprubric, drb, drtulu, healthbench, openinstruct, rar, researchqa,
+                                       researchrubrics, rubrichub, rubricforge, trl, verl, verlrubric)
 from rubricforge.extras import needs
 from rubricforge.rundir import atomic_write_text
 
-FORMATS: dict[str, ModuleType] = {m.NAME: m for m in (verl, drtulu, deeprubric, drb, healthbench, researchqa, rar, trl,
+FORMATS: dict[str, ModuleType] = {m.NAME: m for m in (verlrubric, verl, openinstruct, drtulu, deeprubric, drb,
+                                                     healthbench, researchrubrics, rubrichub, researchqa, rar, trl,
                                                      rubricforge)}
 RF = rubricforge.NAME
 
@@ -125,16 +127,20 @@ def convert_records(records: Iterator[tuple[int, Any]], path: str | Path, to: st
                                 f"pass --from (one of: {', '.join(FORMATS)})")
             reader, out.source_format = FORMATS[found], found
         try:
-            if not isinstance(record, Mapping):
-                raise ValueError("not a JSON object")
-            row = reader.to_rubricforge(record, n)
-            converted = target.from_rubricforge(row, label)
-        except (ValueError, TypeError, KeyError) as exc:
-            reason = str(exc).splitlines()[0] if not isinstance(exc, KeyError) else f"missing field {exc}"
-            rejects.add(path, n, reason, record)
-            continue
-        out.rows.append(converted)
+            out.rows.append(convert_one(reader, target, record, n, label))
+        except ValueError as exc:
+            rejects.add(path, n, str(exc), record)
     return out
+
+
+def convert_one(reader: ModuleType, target: ModuleType, record: Any, n: int, label: str = "rubricforge") -> dict[str, Any]:
+    """One record from ``reader``'s format to ``target``'s; a ValueError with the one-line reason when it cannot."""
+    try:
+        if not isinstance(record, Mapping):
+            raise ValueError("not a JSON object")
+        return target.from_rubricforge(reader.to_rubricforge(record, n), label)
+    except (ValueError, TypeError, KeyError) as exc:
+        raise ValueError(str(exc).splitlines()[0] if not isinstance(exc, KeyError) else f"missing field {exc}") from None
 
 
 def convert_file(src: str | Path, dst: str | Path, to: str, source: str | None = None,
@@ -152,17 +158,18 @@ def convert_file(src: str | Path, dst: str | Path, to: str, source: str | None =
 
 
 def to_rubricforge_rows(path: str | Path, rows: list[Any]) -> tuple[list[dict[str, Any]], str | None]:
-    """Rows of any known format as rubricforge rows (``reward score`` reads what users have); the detected
-    format, None for rubricforge's own rows (returned unchanged). A row that cannot convert is a UserError
-    naming it and the reason."""
+    """Rows of any known format as rubricforge rows (``reward score`` and ``eval --tasks`` read what users have);
+    the detected format, None for rubricforge's own rows (returned unchanged). A row that cannot convert is a
+    UserError naming the file, the row (1-based: a JSONL file's line when it has no blank lines) and the reason."""
     found = detect_format(rows[0]) if rows else None
     if found in (None, RF):
         return rows, None
-    rejects = Rejects()
-    got = convert_records(enumerate(rows), path, RF, found, rejects)
-    if rejects.total:
-        reason, count = next(iter(rejects.by_reason.items()))
-        raise UserError(f"{path}: {rejects.total} {found} rows cannot be scored (first reason: {reason}, {count}x)",
-                        f"convert the file with `rubricforge convert {path} OUT.jsonl --from {found}` to see "
-                        "every rejected row")
-    return got.rows, found
+    out = []
+    for n, record in enumerate(rows):
+        try:
+            out.append(convert_one(FORMATS[found], FORMATS[RF], record, n))
+        except ValueError as exc:
+            raise UserError(f"{path}: row {n + 1} ({found} format) cannot be read: {exc}",
+                            f"fix it, or convert the file with `rubricforge convert {path} OUT.jsonl --from {found}` "
+                            "to skip every bad row and list it in the rejects file") from None
+    return out, found

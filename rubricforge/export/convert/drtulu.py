@@ -35,6 +35,12 @@ def detect(rec: Mapping[str, Any]) -> bool:
     return "ground_truth" in rec and "messages" in rec
 
 
+def dataset_of(rec: Mapping[str, Any]) -> Any:
+    """The row's ``dataset`` (its verifier's name), the first when it is a list."""
+    dataset = rec.get("dataset")
+    return dataset[0] if isinstance(dataset, list) and dataset else dataset
+
+
 def rubric_title(c: Mapping[str, Any]) -> str:
     """DR Tulu's short rubric label: the criterion's own title, else ``<id> <type>`` (or the id alone)."""
     return c.get("title") or " ".join(str(x) for x in (c["id"], c.get("type")) if x)
@@ -64,17 +70,19 @@ def to_rubricforge(rec: Mapping[str, Any], n: int) -> dict[str, Any]:
     return rf_row(id_, question, **from_answers(truth))
 
 
-def from_rubricforge(row: Mapping[str, Any], source: str = "rubricforge") -> dict[str, Any]:
-    """A rubric row when the example has rubrics, else a short-answer row."""
+def from_rubricforge(row: Mapping[str, Any], source: str = "rubricforge", verifier: str = RUBRIC_VERIFIER,
+                     exact: bool = True) -> dict[str, Any]:
+    """A rubric row (``dataset`` = ``verifier``) when the example has rubrics, else a short-answer row (when
+    ``exact``)."""
     question = row["question"]
     if row.get("rubrics"):
         truth: Any = {"query": question, "rubrics": [{"description": r["description"], "weight": float(r["weight"]),
                                                       "title": rubric_title(r)} for r in row["rubrics"]]}
-        dataset = RUBRIC_VERIFIER
-    elif row.get("answer"):
+        dataset = verifier
+    elif row.get("answer") and exact:
         truth, dataset = answers(row), EXACT_VERIFIER
     else:
-        raise ValueError("no rubrics and no answer (DR Tulu rows need one)")
-    return {"id": row["id"], "source": source, "question_type": QUESTION_TYPES[dataset],
+        raise ValueError("no rubrics and no answer (DR Tulu rows need one)" if exact else "no rubrics")
+    return {"id": row["id"], "source": source, "question_type": QUESTION_TYPES.get(dataset, "long_form"),
             "messages": [{"role": "user", "content": question}],
             "ground_truth": json.dumps(truth, ensure_ascii=False), "dataset": dataset}

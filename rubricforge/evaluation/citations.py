@@ -1,0 +1,90 @@
+"""Citation support against the local corpus, as DeepResearch Bench's FACT reports it, and format compliance.
+
+**FACT** (DeepResearch Bench, Du et al. 2025, §3.2): a report's citations are statement–source pairs; each pair
+whose source can be retrieved is judged *supported* or *unsupported* by the source's text; pairs whose source
+cannot be retrieved are left out. Citation accuracy = supported / judged pairs of the report; effective citations
+= the number of supported pairs. Here a pair is one id of a ``<cite id="a,b">statement</cite>``
+(:func:`~rubricforge.rewards.claims.extract_claims`; identical pairs once), the source is the corpus passage the
+id names (:class:`CorpusCitations`), and the judge is the rewards' snippet-support prompt (DeepRubric Fig. 6):
+"Fully supported" is supported, "Partially supported" and "No support" are not (FACT's verdict is yes / no).
+
+Metrics: ``citation.precision`` (left out for a report with no judged pair: FACT has no accuracy for it),
+``citation.supported``, ``citation.unresolved`` (pairs whose id names no passage). A failed judge call makes the
+report's precision and count unscored (None).
+
+**Format compliance** (MindDR Eq. 11 on the report body, :mod:`~rubricforge.rewards.report_rules`): ``format`` =
+the share of the two checks a report passes (``format.markdown``: no markdown problem; ``format.cite``: no
+malformed cite markup; an empty report passes neither); the answer-tag check of Eq. 11 is not made, since a
+report is read out of its tag.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from rubricforge.corpora.snippets import stable_id
+from rubricforge.rewards.citation_reward import Support
+from rubricforge.rewards.claims import cite_problems, extract_claims
+from rubricforge.rewards.judging import Judge
+from rubricforge.rewards.report_rules import markdown_problems
+
+if TYPE_CHECKING:
+    from rubricforge.corpora.index_store import CorpusIndex
+
+Resolve = Callable[[str], "str | None"]
+SUPPORTED = "Fully supported"
+COUNTS = ("citation.supported", "citation.unresolved")  # the metrics that are counts, not on [0, 1]
+
+
+class CorpusCitations:
+    """A cited id -> the corpus text it names: a passage id as it is, the id the search or scholar tool gave a
+    passage, or the id the browse tool gave a document (snippet ids hash these, so the first lookup of a
+    snippet id reads every passage id once)."""
+
+    def __init__(self, index: CorpusIndex):
+        self.index = index
+        self._snippets: dict[str, tuple[str, str]] | None = None  # snippet id -> (kind, passage or document id)
+
+    def __call__(self, cid: str) -> str | None:
+        if (passage := self.index.get(cid)) is not None:
+            return passage.text
+        if self._snippets is None:
+            self._snippets = {}
+            for p in self.index.iter_passages():
+                for kind in ("search", "scholar"):
+                    self._snippets[stable_id(kind, p.id)] = (kind, p.id)
+                self._snippets.setdefault(stable_id("browse", p.doc_id), ("browse", p.doc_id))
+        kind, key = self._snippets.get(cid, ("", ""))
+        if kind == "browse":
+            return self.index.document_text(key)
+        found = self.index.get(key) if kind else None
+        return found.text if found is not None else None
+
+
+async def fact(judge: Judge, question: str, report: str, resolve: Resolve) -> dict[str, Any]:
+    """FACT's citation accuracy and supported count of ``report`` (see the module docstring)."""
+    pairs = list(dict.fromkeys((c.text, i) for c in extract_claims(report) if c.cited for i in c.ids))
+    sources = {pair: resolve(pair[1]) for pair in pairs}
+    judged = [(pair, text) for pair, text in sources.items() if text is not None]
+    verdicts = await asyncio.gather(*(
+        judge.ask("citation_recall_cited", Support, stage="fact_support", question=question, statement=statement,
+                  cited_snippets=f"[{cid}] {text}") for (statement, cid), text in judged))
+    labels = [v.label if v is not None else None for v in verdicts]
+    unscored = any(label is None for label in labels)
+    supported = None if unscored else float(sum(label == SUPPORTED for label in labels))
+    metrics: dict[str, float | None] = {}
+    if judged:
+        metrics["citation.precision"] = None if supported is None else supported / len(judged)
+    metrics |= {"citation.supported": supported, "citation.unresolved": float(len(pairs) - len(judged))}
+    return {"metrics": metrics, "pairs": [{"statement": s, "id": i, "verdict": label}
+                                          for ((s, i), _), label in zip(judged, labels, strict=True)]}
+
+
+def format_compliance(report: str) -> dict[str, Any]:
+    """The share of MindDR Eq. 11's body checks ``report`` passes, and which problems it has."""
+    markdown, cites = markdown_problems(report), cite_problems(report)
+    checks = {"format.markdown": float(bool(report) and not markdown), "format.cite": float(bool(report) and not cites)}
+    return {"metrics": {"format": sum(checks.values()) / len(checks), **checks},
+            "problems": [f"markdown: {p}" for p in markdown] + [f"cite: {p}" for p in cites]}
