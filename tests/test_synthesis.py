@@ -277,37 +277,36 @@ def test_auto_merge_mode_is_stepwise_for_the_embedded_models_only():
     assert merge_mode(Config.model_validate({"build": {"merge": "single"}})) == "single"
 
 
-def test_a_stepwise_question_its_rubrics_do_not_check_is_asked_again_once_told_why(tmp_path):
+def words_only(texts):
+    """Orthogonal vectors: only the coverage test's word share decides."""
     import numpy as np
 
-    def words_only(texts):  # orthogonal vectors: only the coverage test's word share decides
-        return np.eye(len(texts))
+    return np.eye(len(texts))
 
-    off = "Why do honey bees pollinate crops, and what is the history of beekeeping regulation?"
-    on = "How do honey bees pollinate crops, and how does the Varroa mite weaken colonies?"
-    answers = {**STEP_ANSWERS, "merge-question": [{"question": off}, {"question": on}]}
-    capture = Capture(answers)
+
+def asked_twice(tmp_path, first: str, second: str):
+    """The stepwise merge of the tiny tree whose question step answers ``first``, then ``second``: the candidate
+    and the captured calls."""
+    capture = Capture({**STEP_ANSWERS, "merge-question": [{"question": first}, {"question": second}]})
     asyncio.run(synthesize(tiny_tree(), capture, STEPWISE, embed=words_only))
-    cand = asyncio.run(synthesize(tiny_tree(), replay_client(tmp_path, capture.calls), STEPWISE, embed=words_only))
+    return asyncio.run(synthesize(tiny_tree(), replay_client(tmp_path, capture.calls), STEPWISE,
+                                  embed=words_only)), capture.calls
+
+
+def test_a_stepwise_question_its_rubrics_do_not_check_is_asked_again_once_told_why(tmp_path):
+    on = "How do honey bees pollinate crops, and how does the Varroa mite weaken colonies?"
+    cand, calls = asked_twice(tmp_path, "Why do honey bees pollinate crops, and what is the history of beekeeping "
+                                        "regulation?", on)
     assert cand.question == on
     [retry] = [s for s in cand.merge_trace if "rejected" in s and s["step"] == "question"]
     assert retry["output"] == on and "history of beekeeping regulation" in retry["rejected"][0]
-    retry_prompt = [m[0]["content"] for _, m, _, stage, _ in capture.calls if stage == "merge-question"][1]
+    retry_prompt = [m[0]["content"] for _, m, _, stage, _ in calls if stage == "merge-question"][1]
     assert "was rejected" in retry_prompt and "- States that honey bees pollinate" in retry_prompt
 
 
 def test_a_question_still_uncovered_after_its_re_ask_is_narrowed_to_the_clauses_its_rubrics_check(tmp_path):
-    import numpy as np
-
-    def words_only(texts):
-        return np.eye(len(texts))
-
-    off = "Why do honey bees pollinate crops, and what is the history of beekeeping regulation?"
-    still_off = "How do honey bees pollinate crops, and who regulated beekeeping first?"
-    answers = {**STEP_ANSWERS, "merge-question": [{"question": off}, {"question": still_off}]}
-    capture = Capture(answers)
-    asyncio.run(synthesize(tiny_tree(), capture, STEPWISE, embed=words_only))
-    cand = asyncio.run(synthesize(tiny_tree(), replay_client(tmp_path, capture.calls), STEPWISE, embed=words_only))
+    cand, _ = asked_twice(tmp_path, "Why do honey bees pollinate crops, and what is the history of beekeeping "
+                                    "regulation?", "How do honey bees pollinate crops, and who regulated beekeeping first?")
     assert cand.question == "How do honey bees pollinate crops?"
     assert cand.merge_trace[-1] == {"step": "question", "rejected": [cand.merge_trace[-1]["rejected"][0]],
                                     "narrowed": True, "output": "How do honey bees pollinate crops?"}
