@@ -8,11 +8,11 @@ import inspect
 import re
 from pathlib import Path
 
-from rubricforge.rewards.registry import ALL, COLUMNS, GROUPS, PAPER_ALIASES, PAPERS, equation_numbers, registered
+from rubricforge.rewards.registry import ALL, COLUMNS, GROUPS, PAPERS, equation_numbers, registered
 from rubricforge.rewards.scorer import RewardScorer
 
 PACKAGE = Path(__file__).resolve().parents[1] / "rubricforge"
-PAPER = "|".join(re.escape(p) for p in (*PAPERS, *PAPER_ALIASES))
+PAPER = "|".join(re.escape(p) for p in PAPERS)
 # "MindDR Eq. 12", "HOTE's Eq. 2", "DeepRubric App. A.4, Eq. 14", "MindDR §5.2, Eqs. 6–9"
 CITATION = re.compile(rf"\b({PAPER})(?:'s)?[ ,]*(?:§[\d.]+,?\s*|App\. [\w.]+,?\s*)?(Eqs?\.\s*\d+(?:\s*(?:[–-]|,|and)\s*\d+)*)")
 
@@ -36,13 +36,13 @@ def test_every_equation_a_docstring_cites_is_registered():
 
 
 def test_the_citation_scan_notices_an_unregistered_equation():
-    doc = "The bonus of MindDR Eq. 99, beside HOTE's Eqs. 2–3 and seed 004 Eq. 2."
+    doc = "The bonus of MindDR Eq. 99, beside HOTE's Eqs. 2–3 and Prefs Eq. 2."
     got = {m.group(1): equation_numbers(m.group(2)) - registered(m.group(1)) for m in CITATION.finditer(doc)}
-    assert got == {"MindDR": {99}, "HOTE": set(), "seed 004": set()}
+    assert got == {"MindDR": {99}, "HOTE": set(), "Prefs": set()}
 
 
 def test_the_preference_rubric_equations_are_registered():
-    assert {1, 2, 3, 6, 7} <= registered("Prefs") == registered("seed 004")
+    assert {1, 2, 3, 6, 7} <= registered("Prefs")
 
 
 def test_the_scorer_computes_every_registered_reward_and_no_other():

@@ -1,4 +1,4 @@
-"""The Multi-agent Markov-state (MaMs) workflow (seed 004 §3.4, App. B Algorithm 1, App. C.4–C.9; docs/methods.md Q-9).
+"""The Multi-agent Markov-state (MaMs) workflow (Prefs §3.4, App. B Algorithm 1, App. C.4–C.9; docs/methods.md Q-9).
 
 One policy plays three roles over the state s_t = ⟨memory m_t, plan p_t, report r_t⟩:
 

@@ -21,7 +21,7 @@ def rollouts_sample(
     set_: SetOpt = None,
     n: Annotated[Optional[int], typer.Option("--n", help="Trajectories per question (train.rollouts_per_prompt).")] = None,
     limit: Annotated[Optional[int], typer.Option(help="Only the first N questions.")] = None,
-    workflow: Annotated[str, typer.Option(help="react (the App. D agent) | mams (seed 004's search / state / "
+    workflow: Annotated[str, typer.Option(help="react (the App. D agent) | mams (Prefs' search / state / "
                                                "report agents).")] = "react",
 ) -> None:
     """Answer dataset questions with a model and the tools; write trajectories for SFT, DPO or reward audits."""

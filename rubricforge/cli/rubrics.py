@@ -17,7 +17,7 @@ def rubrics_eval(
     pairs: Annotated[Path, typer.Option("--pairs", "-p", help="Pairs JSONL (prefs import / prefs degrade).")],
     source: Annotated[str, typer.Option("--source", help="Comma-separated rubric sources: general, generated, "
                                                          "closed-book, search, race, tree; and the judge baselines "
-                                                         "pointwise, pairwise (seed 004 Table 1).")],
+                                                         "pointwise, pairwise (Prefs Table 1).")],
     config: ConfigOpt = None,
     set_: SetOpt = None,
     run_dir: Annotated[Optional[Path], typer.Option("--run-dir", help="Results go to <run-dir>/rubric-eval/.")] = None,
@@ -28,7 +28,7 @@ def rubrics_eval(
                                                          "came from.")] = None,
     quiet: QuietOpt = False,
 ) -> None:
-    """Preference accuracy and paired Cohen's d of each rubric source (seed 004 Table 1), resumable."""
+    """Preference accuracy and paired Cohen's d of each rubric source (Prefs Table 1), resumable."""
     from rubricforge.jobs.rubric_eval import TABLE_HEADER, evaluate, table_rows
 
     sources = [s.strip() for s in source.split(",") if s.strip()]

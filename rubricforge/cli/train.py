@@ -137,11 +137,11 @@ def train_rubric_generator(
     model: ModelOpt,
     config: ConfigOpt = None,
     set_: SetOpt = None,
-    preset: Annotated[Optional[str], typer.Option(help="paper (seed 004 Table 3) | small-gpu | cpu (train.preset).")] = None,
+    preset: Annotated[Optional[str], typer.Option(help="paper (Prefs Table 3) | small-gpu | cpu (train.preset).")] = None,
     loss: LossOpt = None,
     output_dir: OutputOpt = None,
 ) -> None:
-    """GRPO of a rubric generator with the hybrid reward R_pref + R_llm + R_fmt (seed 004 Eq. 1) by the judge role."""
+    """GRPO of a rubric generator with the hybrid reward R_pref + R_llm + R_fmt (Prefs Eq. 1) by the judge role."""
     from rubricforge.training.rubric_generator import build_rubric_generator
 
     cfg = cli_config(config, set_, **{"train.preset": preset, "train.loss": loss, "train.output_dir": output_dir})

@@ -1,7 +1,7 @@
-"""`rubricforge rubrics eval`: how well each rubric source agrees with known preferences (seed 004 Table 1).
+"""`rubricforge rubrics eval`: how well each rubric source agrees with known preferences (Prefs Table 1).
 
 For every pair (query, chosen, rejected) and every source, the source's rubric set for the query is
-made once, both reports are scored with S(r|y) (seed 004 Eq. 2, :mod:`rubricforge.rewards.pref_score`)
+made once, both reports are scored with S(r|y) (Prefs Eq. 2, :mod:`rubricforge.rewards.pref_score`)
 by the judge role, and :mod:`rubricforge.rewards.pref_metrics` turns the score differences into
 preference accuracy (Eq. 6) and paired Cohen's d (Eq. 7) with bootstrap intervals. Sources
 (:data:`SOURCES`):

@@ -1,4 +1,4 @@
-"""`rubricforge rubrics generate`: a generator's rubrics for every question of a dataset (seed 004 §3.4; docs/methods.md Q-8).
+"""`rubricforge rubrics generate`: a generator's rubrics for every question of a dataset (Prefs §3.4; docs/methods.md Q-8).
 
 Each distinct question gets one C.1 call to the generator role (a trained generator served there, or a
 zero-shot model); its rubric is logged at once in ``<run_dir>/rubric-gen/rubrics.jsonl``, keyed by generator

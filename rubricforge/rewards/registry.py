@@ -16,7 +16,6 @@ import re
 from dataclasses import dataclass
 
 PAPERS = ("DeepRubric", "MindDR", "Prefs", "HOTE", "SCORE")
-PAPER_ALIASES = {"seed 004": "Prefs"}  # how older docstrings name the preference-rubrics paper
 CITED = re.compile(r"Eqs?\.\s*(\d+(?:\s*(?:[–-]|,|and)\s*\d+)*)")  # "Eq. 4", "Eqs. 9–12, 14", "Eqs. 6 and 7"
 RANGE = re.compile(r"(\d+)(?:\s*[–-]\s*(\d+))?")
 
@@ -172,6 +171,5 @@ COLUMNS: dict[str, tuple[str, ...]] = {r.name: r.columns for r in REWARDS}
 
 
 def registered(paper: str) -> set[int]:
-    """Every equation number of ``paper`` (a name of :data:`PAPERS` or an alias) that :data:`FORMULAS` holds."""
-    paper = PAPER_ALIASES.get(paper, paper)
+    """Every equation number of ``paper`` (a name of :data:`PAPERS`) that :data:`FORMULAS` holds."""
     return {n for f in FORMULAS if f.paper.split(" / ")[0] == paper for n in f.equations()}

@@ -13,7 +13,7 @@ trajectory, appended as soon as it is done (a re-run skips finished ones)::
 ``response`` + ``snippets`` is what ``rubricforge reward score`` reads (reward audits, ``train dpo-pairs``);
 ``messages`` + ``tools`` is what ``rubricforge train sft`` reads.
 
-``workflow="mams"`` runs seed 004's MaMs workflow (:mod:`rubricforge.agent.mams`) with the same tools
+``workflow="mams"`` runs Prefs' MaMs workflow (:mod:`rubricforge.agent.mams`) with the same tools
 instead: ``response`` is ``<answer>`` + the final report, ``calls`` every policy call of the episode
 (role, messages, completion) and ``workflow`` "mams".
 """
@@ -94,7 +94,7 @@ def sample_rollouts(cfg: Config, dataset: str | Path, model: str, out: str | Pat
         from transformers.utils import get_json_schema
 
     if workflow not in ("react", "mams"):
-        raise UserError(f"unknown workflow '{workflow}'", "use react (App. D agent) or mams (seed 004 MaMs)")
+        raise UserError(f"unknown workflow '{workflow}'", "use react (App. D agent) or mams (Prefs MaMs)")
     rows = training_rows(dataset, [])[:limit]
     log: StageLog[Any] = StageLog(out)
     todo = [(row, k) for row in rows for k in range(cfg.train.rollouts_per_prompt) if f"{row['id']}#{k}" not in log]

@@ -1,4 +1,4 @@
-"""`rubricforge train rubric-generator`: GRPO of a query-specific rubric generator (seed 004 §3.3, App. D; docs/methods.md Q-6).
+"""`rubricforge train rubric-generator`: GRPO of a query-specific rubric generator (Prefs §3.3, App. D; docs/methods.md Q-6).
 
 Each training row is one preference pair of the ``train`` split: the prompt is C.1 with the pair's query
 (:func:`~rubricforge.rubric_gen.pref_rubrics.generation_messages`), and the reward is the hybrid reward of
