@@ -1,4 +1,4 @@
-"""The MaMs workflow (seed 004 §3.4, App. B Alg. 1; docs/methods.md Q-9) over one replayed episode: a scripted policy
+"""The MaMs workflow (Prefs §3.4, App. B Alg. 1; docs/methods.md Q-9) over one replayed episode: a scripted policy
 answers each agent call, a recorded tool output is split into two chunks."""
 
 from __future__ import annotations

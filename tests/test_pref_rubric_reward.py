@@ -1,4 +1,4 @@
-"""Generated rubrics as the agent's reward (seed 004 §3.4; docs/methods.md Q-8): `rubricforge rubrics generate` writes the
+"""Generated rubrics as the agent's reward (Prefs §3.4; docs/methods.md Q-8): `rubricforge rubrics generate` writes the
 ``rubrics`` column once per question (resumable), and the ``pref_rubric`` reward scores a rollout with S(r|y);
 the generator and judge are the scripted server of :mod:`pref_fakes`."""
 

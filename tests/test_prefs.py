@@ -1,4 +1,4 @@
-"""Preference pairs (seed 004 §3.2, §4.1; docs/methods.md Q-1, Q-10): import checks, the topic-balanced split, and the
+"""Preference pairs (Prefs §3.2, §4.1; docs/methods.md Q-1, Q-10): import checks, the topic-balanced split, and the
 controlled degradations on a real DeepResearch Bench report."""
 
 from __future__ import annotations

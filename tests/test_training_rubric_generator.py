@@ -1,4 +1,4 @@
-"""The rubric generator's hybrid reward (seed 004 Eq. 1; docs/methods.md Q-5, Q-6) with values worked by hand
+"""The rubric generator's hybrid reward (Prefs Eq. 1; docs/methods.md Q-5, Q-6) with values worked by hand
 (docs/methods.md), and `rubricforge train rubric-generator` as one real TRL GRPO step on CPU.
 
 What is real in the GRPO test: a tiny Qwen2 model and tokenizer built locally, TRL's GRPOTrainer, the
