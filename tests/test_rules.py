@@ -243,7 +243,7 @@ def test_a_clause_no_rubric_checks_fails_coverage_and_a_covered_one_passes():
 
 
 def test_a_question_narrowed_to_its_covered_clauses_keeps_its_first_clause_and_connectors():
-    from rubricforge.pipelines.tree.rules import coverage_failures, narrowed_question
+    from rubricforge.pipelines.tree.rules import clause_failures, coverage_failures, narrowed_question
 
     def orthogonal(texts):
         import numpy as np
@@ -254,12 +254,13 @@ def test_a_question_narrowed_to_its_covered_clauses_keeps_its_first_clause_and_c
                Criterion(id="R2", description="Explains how minimalism uses repeated phrases.", weight=1.0)]
     question = ("What are some of Philip Glass's most famous works, when was he born, and how does minimalism use "
                 "repeated phrases?")
-    narrowed = narrowed_question(question, rubrics, orthogonal)
+    narrowed = narrowed_question(question, clause_failures(question, rubrics, orthogonal))
     assert narrowed == "What are some of Philip Glass's most famous works, and how does minimalism use repeated phrases?"
     assert coverage_failures(narrowed, rubrics, orthogonal) == []
-    assert narrowed_question(narrowed, rubrics, orthogonal) is None  # nothing left to leave out
-    assert narrowed_question("When was the composer born, and how does minimalism use repeated phrases?", rubrics,
-                             orthogonal) is None  # the first clause names the subject: no repair
+    # nothing left to leave out; and a question whose first clause (naming the subject) fails gets no repair
+    assert narrowed_question(narrowed, clause_failures(narrowed, rubrics, orthogonal)) is None
+    first_uncovered = "When was the composer born, and how does minimalism use repeated phrases?"
+    assert narrowed_question(first_uncovered, clause_failures(first_uncovered, rubrics, orthogonal)) is None
 
 
 @pytest.mark.slow

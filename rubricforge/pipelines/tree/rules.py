@@ -314,7 +314,7 @@ def question_clauses(question: str) -> list[str]:
     return [piece.strip(" ,?") for _, piece in _pieces(question)]
 
 
-def _clause_failures(question: str, rubrics: list[Criterion], embed: Embed) -> list[str | None]:
+def clause_failures(question: str, rubrics: list[Criterion], embed: Embed) -> list[str | None]:
     """For each clause of the question, why no rubric covers it, or None when one does."""
     clauses = question_clauses(question)
     if not clauses or not rubrics:
@@ -336,13 +336,13 @@ def _clause_failures(question: str, rubrics: list[Criterion], embed: Embed) -> l
 
 def coverage_failures(question: str, rubrics: list[Criterion], embed: Embed) -> list[str]:
     """One failure per clause of the question that no rubric covers (``COVERAGE_COSINE`` / ``COVERAGE_WORDS``)."""
-    return [f for f in _clause_failures(question, rubrics, embed) if f is not None]
+    return [f for f in clause_failures(question, rubrics, embed) if f is not None]
 
 
-def narrowed_question(question: str, rubrics: list[Criterion], embed: Embed) -> str | None:
-    """The question without the clauses no rubric covers, when its first clause (which names the subject) is
-    covered; None when there is nothing to leave out or the first clause itself is uncovered."""
-    failures = _clause_failures(question, rubrics, embed)
+def narrowed_question(question: str, failures: list[str | None]) -> str | None:
+    """The question without the clauses that ``failures`` (:func:`clause_failures`) says no rubric covers, when its
+    first clause (which names the subject) is covered; None when there is nothing to leave out or the first clause
+    itself is uncovered."""
     if not failures or failures[0] is not None or all(f is None for f in failures):
         return None
     pieces = _pieces(question)

@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from rubricforge.config import Config
 from rubricforge.llm.structured import Str16
 from rubricforge.pipelines.prompting import render
-from rubricforge.pipelines.tree.rules import Embed, coverage_failures, narrowed_question, overlap_failures
+from rubricforge.pipelines.tree.rules import Embed, clause_failures, narrowed_question, overlap_failures
 from rubricforge.pipelines.tree.serialize import serialize_tree
 from rubricforge.rubric_gen.criteria import (MAX_IDS, MAX_RUBRICS, RubricOut, Text, candidate_id, failed_candidate,
                                              to_criteria)
@@ -230,11 +230,12 @@ class _Stepwise:
         if embed is None:
             return question
         for attempt in range(QUESTION_RECHECKS + 1):
-            failures = coverage_failures(question, rubrics, embed)
+            per_clause = clause_failures(question, rubrics, embed)
+            failures = [f for f in per_clause if f is not None]
             if not failures:
                 break
             if attempt == QUESTION_RECHECKS:
-                narrowed = narrowed_question(question, rubrics, embed)
+                narrowed = narrowed_question(question, per_clause)
                 if narrowed is not None:
                     self.trace.append({"step": "question", "rejected": failures, "narrowed": True, "output": narrowed})
                     question = narrowed
