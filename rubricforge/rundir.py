@@ -154,6 +154,11 @@ def _forget_syncer() -> None:  # a forked child has no syncer thread: it starts 
 os.register_at_fork(after_in_child=_forget_syncer)
 
 
+def log_files(path: Path) -> list[Path]:
+    """A stage log's file, then its shards (``<stem>.shards/*.jsonl``), the order in which their lines count."""
+    return [path, *sorted(path.with_name(f"{path.stem}.shards").glob("*.jsonl"))]
+
+
 class StageLog(Generic[M]):
     """Append-only JSONL of ``{"key": ..., **record}`` lines; the last line for a key wins.
 
@@ -180,7 +185,7 @@ class StageLog(Generic[M]):
 
     def files(self) -> list[Path]:
         """The log, then its shards (the order in which their lines count)."""
-        return [self.path, *sorted(self.shard_dir.glob("*.jsonl"))]
+        return log_files(self.path)
 
     def __contains__(self, key: str) -> bool:
         return key in self._done
@@ -325,8 +330,7 @@ class RunDir:
 
     def has_records(self, name: str) -> bool:
         """Whether the stage log ``name`` or one of its shards holds anything (without reading it)."""
-        path = self.path / f"{name}.jsonl"
-        return any(f.stat().st_size for f in (path, *path.with_name(f"{name}.shards").glob("*.jsonl")) if f.exists())
+        return any(f.stat().st_size for f in log_files(self.path / f"{name}.jsonl") if f.exists())
 
     # ---------------------------------------------------------- manifest and guards
 
