@@ -1,5 +1,5 @@
 """Judge calls and wall time per step of HOTE's loop (`train hote`) on CPU with two tiny local Qwen2 policies
-(tests/tiny_qwen.py) and a scripted judge with no latency (tests/llm_fakes.py, the whole-loop test's).
+(tests/tiny_qwen.py) and a scripted judge with no latency (rubricforge.testing.FakeOpenAI, the whole-loop test's).
 
     .venv/bin/python benchmarks/hote_cpu.py --batch 8 --group 4 --proposer-group 2 --steps 4
 
@@ -34,7 +34,7 @@ def main() -> None:
     a = parser.parse_args()
 
     import test_training_hote as loop
-    from llm_fakes import FakeOpenAI
+    from rubricforge.testing import FakeOpenAI
     from tiny_qwen import build_tiny_qwen
 
     from rubricforge.config import Config
@@ -45,7 +45,7 @@ def main() -> None:
         topics = ["oceans", "the crust", "the sky", "bees"]
         loop.QUERIES = [f"How does process number {i} of {topics[i % 4]} work?" for i in range(2 * a.batch)]
         dataset = loop.data(tmp)
-        with FakeOpenAI(responder=loop.judge, keep_requests=False) as server:
+        with FakeOpenAI(stages=loop.JUDGE, keep_requests=False) as server:
             cfg = loop.hote_cfg(tmp, server, a.steps).model_dump(mode="json")
             n = a.batch // (2 * a.proposer_group)
             cfg["hote"].update(batch_size=a.batch, group=a.group, proposer_group=a.proposer_group,

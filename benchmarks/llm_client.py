@@ -1,5 +1,5 @@
 """CPU per LLM call of the client: the direct OpenAI-compatible HTTP backend against litellm (the baseline),
-measured in the same run on the same fake server (``tests/llm_fakes.py``, in its own process, no latency).
+measured in the same run on the same fake server (``rubricforge.testing.FakeOpenAI``, in its own process, no latency).
 
     .venv/bin/python benchmarks/llm_client.py --calls 400 --concurrency 16
 
@@ -33,7 +33,7 @@ class Capital(BaseModel):
 
 
 def serve(conn: Any) -> None:
-    from llm_fakes import FakeOpenAI, Reply
+    from rubricforge.testing import FakeOpenAI, Reply
 
     with FakeOpenAI([Reply()], keep_requests=False) as fake:
         conn.send(fake.api_base)

@@ -41,7 +41,7 @@ it, expect an overhead of about C x CPU per request / latency: with a fixed late
 step, and the work that follows each round of C answers runs on the one event loop. The fake server's
 CPU per request is printed too: it runs on the same cores, as do other programs (note the load average).
 
-The fake server (``tests/llm_fakes.py``'s :class:`FakeOpenAI`) runs in its own process, so it does not
+The fake server (:class:`rubricforge.testing.FakeOpenAI`) runs in its own process, so it does not
 compete with the pipeline for the GIL. It answers every request after exactly the latency with the
 schema-valid answer of ``tests/pipeline_fake.py`` (built from the prompt; the verifier answers KEEP).
 """
@@ -66,9 +66,9 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
-sys.path.insert(0, str(ROOT / "tests"))  # the fake server
+sys.path.insert(0, str(ROOT / "tests"))  # the fake pipeline model
 
-from llm_fakes import FakeOpenAI, Reply  # noqa: E402
+from rubricforge.testing import FakeOpenAI, Reply  # noqa: E402
 from pipeline_fake import pipeline_answer  # noqa: E402
 
 from rubricforge.config import Config, load_config  # noqa: E402

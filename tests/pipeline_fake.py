@@ -17,7 +17,7 @@ import re
 import threading
 from typing import Any
 
-from llm_fakes import Reply
+from rubricforge.testing import Reply
 
 TREE_MARKER = "Search tree (compact JSON):"
 LOGICAL = ["Explains how the selected facets relate to each other instead of listing them separately.",

@@ -1,9 +1,9 @@
 """Hand-built rollouts and a scripted judge for the reward tests.
 
-``scripted_judge(body)`` answers each judge prompt the way a fixed judge would: rubric scores by
-criterion id (:data:`SCORES`), citation verdicts by statement (:data:`SUPPORT`, :data:`RELEVANT`,
-:data:`NEEDS`), ORM votes by the request's seed (:data:`VOTES`), RACE 6 vs 4 on every criterion, and
-"no institution" for the tense check.
+:data:`SCRIPTED_JUDGE` (a stage table for :class:`rubricforge.testing.FakeOpenAI`) answers each judge
+stage the way a fixed judge would: rubric scores by criterion id (:data:`SCORES`), citation verdicts by
+statement (:data:`SUPPORT`, :data:`RELEVANT`, :data:`NEEDS`), ORM votes by the request's seed (:data:`VOTES`),
+RACE 6 vs 4 on every criterion, and "no institution" for the tense check.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import json
 import re
 from typing import Any
 
-from llm_fakes import Reply
 
 S1, S2, BAD = "s1aaaaaaaaa", "s2bbbbbbbbb", "sxxxxxxxxxx"
 QUESTION = "How tall is the Eiffel Tower and when was it completed?"
@@ -50,25 +49,33 @@ def _between(text: str, tag: str) -> str:
     return found.group(1) if found else ""
 
 
-def scripted_judge(body: dict[str, Any]) -> Reply:
-    prompt = "\n".join(str(m.get("content", "")) for m in body["messages"])
-    if "<criterion>" in prompt:
-        cid = re.search(r"<criterion>ID: (\w+)", prompt).group(1)
-        return Reply(json.dumps({"score": SCORES[cid]}))
-    if "<criterion id=" in prompt:
-        return Reply(json.dumps({"scores": [{"id": c, "score": s} for c, s in SCORES.items()]}))
-    if "Need Citation" in prompt:
-        return Reply(f"Need Citation: [[{NEEDS[_between(prompt, 'statement')]}]] Analysis: scripted.")
-    if "Assess whether this statement is supported" in prompt:
-        return Reply(f"Rating: [[{SUPPORT[_between(prompt, 'statement')]}]] Analysis: scripted.")
-    if "contains key information" in prompt:
-        return Reply(f"Rating: [[{RELEVANT[_between(prompt, 'statement')]}]] Analysis: scripted.")
-    if "<ground_truth>" in prompt:
-        return Reply(json.dumps({"rationale": "scripted", "correct": VOTES[int(body.get("seed", 0))]}))
-    if "<criteria_list>" in prompt:  # RACE: the target scores 6 on every criterion, the reference 4
-        criteria = json.loads(_between(prompt, "criteria_list"))
-        return Reply(json.dumps({d: [{"criterion": c["criterion"], "analysis": "scripted", "article_1_score": 6,
-                                      "article_2_score": 4} for c in cs] for d, cs in criteria.items()}))
-    if "forecasting institution" in prompt:
-        return Reply(json.dumps({"result": "no", "detail": "none named"}))
-    raise AssertionError(f"unexpected judge prompt: {prompt[:200]}")
+def _prompt(body: dict[str, Any]) -> str:
+    return "\n".join(str(m.get("content", "")) for m in body["messages"])
+
+
+def _statement(body: dict[str, Any]) -> str:
+    return _between(_prompt(body), "statement")
+
+
+def _race(body: dict[str, Any]) -> str:
+    """RACE: the target scores 6 on every criterion, the reference 4."""
+    criteria = json.loads(_between(_prompt(body), "criteria_list"))
+    return json.dumps({d: [{"criterion": c["criterion"], "analysis": "scripted", "article_1_score": 6,
+                            "article_2_score": 4} for c in cs] for d, cs in criteria.items()})
+
+
+def _support(body: dict[str, Any]) -> str:
+    return f"Rating: [[{SUPPORT[_statement(body)]}]] Analysis: scripted."
+
+
+SCRIPTED_JUDGE: dict[str, Any] = {
+    "rubric": lambda body: json.dumps({"score": SCORES[re.search(r"<criterion>ID: (\w+)", _prompt(body)).group(1)]}),
+    "rubric_batched": json.dumps({"scores": [{"id": c, "score": s} for c, s in SCORES.items()]}),
+    "citation_needs": lambda body: f"Need Citation: [[{NEEDS[_statement(body)]}]] Analysis: scripted.",
+    "citation_recall": _support,
+    "fact_support": _support,
+    "citation_precision": lambda body: f"Rating: [[{RELEVANT[_statement(body)]}]] Analysis: scripted.",
+    "orm": lambda body: json.dumps({"rationale": "scripted", "correct": VOTES[int(body.get("seed", 0))]}),
+    "race": _race,
+    "tense": json.dumps({"result": "no", "detail": "none named"}),
+}

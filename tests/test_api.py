@@ -11,8 +11,9 @@ import sys
 import pytest
 
 import rubricforge
-from llm_fakes import FakeOpenAI, litellm_llm_config
-from reward_fixtures import EXAMPLE, ROLLOUT, scripted_judge
+from rubricforge.testing import FakeOpenAI
+from llm_fakes import litellm_llm_config
+from reward_fixtures import EXAMPLE, ROLLOUT, SCRIPTED_JUDGE
 
 
 def test_import_rubricforge_loads_no_submodule_and_no_dependency():
@@ -43,7 +44,7 @@ def test_async_twin_scores_responses_inside_a_running_loop(tmp_path):
             rubricforge.score_responses(cfg, dataset, responses, ["rubric"], tmp_path / "sync.jsonl", progress=False)
         return await rubricforge.ascore_responses(cfg, dataset, responses, ["rubric", "format"], progress=False)
 
-    with FakeOpenAI(responder=scripted_judge) as server:
+    with FakeOpenAI(stages=SCRIPTED_JUDGE) as server:
         cfg = rubricforge.load_config(overrides={"llm": litellm_llm_config(tmp_path, server)})
         summary = asyncio.run(in_a_loop(cfg))
     assert isinstance(summary, rubricforge.ScoreSummary) and summary.responses == summary.scored_now == 2

@@ -161,7 +161,8 @@ def test_budget_exhaustion_stops_cleanly_and_a_rerun_finishes(small_index_cfg, r
 
 def test_a_model_that_returns_garbage_gets_a_clear_message(small_index_cfg, tmp_path):
     """A real litellm backend talking to a model server that answers every request with prose."""
-    from llm_fakes import FakeOpenAI, Reply, litellm_llm_config
+    from rubricforge.testing import FakeOpenAI, Reply
+    from llm_fakes import litellm_llm_config
 
     run = tmp_path / "run"
     with FakeOpenAI([Reply("Sure! Here is a great answer: the topic is very interesting.")]) as server:

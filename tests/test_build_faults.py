@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from conftest import derive
-from llm_fakes import FakeOpenAI, Reply, litellm_llm_config
+from rubricforge.testing import FakeOpenAI, Reply
+from llm_fakes import litellm_llm_config
 from pipeline_fake import Faulty, pipeline_answer
 from rubricforge.config import Config
 from rubricforge.errors import ItemsFailed

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from llm_fakes import FakeOpenAI, Reply
+from rubricforge.testing import FakeOpenAI, Reply
 from support.cli import assert_user_error, cli
 from support.replayed import replay_args
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from llm_fakes import FakeOpenAI
+from rubricforge.testing import FakeOpenAI
 from reward_fixtures import EXAMPLE
 from rubricforge.corpora.loaders import iter_json_lines
 from rubricforge.corpora.rejects import Rejects

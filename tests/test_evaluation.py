@@ -16,8 +16,9 @@ import pytest
 import yaml
 
 from exchanged_formats import RESEARCHRUBRICS, RUBRICHUB, VERLRUBRIC
-from llm_fakes import FakeOpenAI, Reply, litellm_llm_config
-from reward_fixtures import EXAMPLE, RACE, scripted_judge
+from rubricforge.testing import FakeOpenAI, Reply
+from llm_fakes import litellm_llm_config
+from reward_fixtures import EXAMPLE, RACE, SCRIPTED_JUDGE
 from rubricforge.config import load_config
 from rubricforge.corpora.rejects import Rejects
 from rubricforge.errors import UserError
@@ -40,15 +41,16 @@ POINTWISE = {"1": (0.3 * 8 + 0.36 * 6 + 0.2 * 4 + 0.14 * 2) / 10, "51": (0.3 * 8
              "75": (0.29 * 8 + 0.35 * 6 + 0.22 * 4 + 0.14 * 2) / 10}
 
 
-def race_judge(body: dict) -> Reply:
-    """RACE scripted per dimension: pointwise POINTS; reference-relative 6 (target) vs 4 (reference); other prompts
-    as :func:`reward_fixtures.scripted_judge` answers them."""
+def _pointwise(body: dict) -> str:
+    """RACE pointwise: every criterion of a dimension scores POINTS[dimension]."""
     prompt = "\n".join(str(m.get("content", "")) for m in body["messages"])
-    if "<article>" not in prompt:
-        return scripted_judge(body)
     criteria = json.loads(re.search(r"<criteria_list>(.*?)</criteria_list>", prompt, re.S).group(1))
-    return Reply(json.dumps({d: [{"criterion": c["criterion"], "score": POINTS[d]} for c in cs]
-                             for d, cs in criteria.items()}))
+    return json.dumps({d: [{"criterion": c["criterion"], "score": POINTS[d]} for c in cs] for d, cs in criteria.items()})
+
+
+# RACE scripted per dimension: pointwise POINTS; reference-relative 6 (target) vs 4 (reference); the other
+# stages as reward_fixtures.SCRIPTED_JUDGE answers them
+RACE_JUDGE = {**SCRIPTED_JUDGE, "race_pointwise": _pointwise}
 
 
 def _cfg(tmp_path, server, **role):
@@ -165,7 +167,7 @@ def test_reports_read_drb_and_rubricforge_lines_and_reject_bad_ones(tmp_path):
 
 def test_drb_reports_scored_pointwise_then_resumed_without_a_judge_call(tmp_path):
     run = tmp_path / "run"
-    with FakeOpenAI(responder=race_judge) as server:
+    with FakeOpenAI(stages=RACE_JUDGE) as server:
         cfg = _cfg(tmp_path, server)
         s = evaluate(cfg, DRB_TASKS, DRB_REPORTS, run, progress=False)
         calls = server.n_requests
@@ -193,7 +195,7 @@ def test_drb_reports_scored_pointwise_then_resumed_without_a_judge_call(tmp_path
 
 def test_a_spent_budget_stops_the_run_with_what_is_finished_and_a_larger_one_resumes(tmp_path):
     run = tmp_path / "run"
-    with FakeOpenAI(responder=race_judge) as server:  # 18 tokens per answer; one task at a time
+    with FakeOpenAI(stages=RACE_JUDGE) as server:  # 18 tokens per answer; one task at a time
         cfg = load_config(overrides={"llm": {**litellm_llm_config(tmp_path, server), "max_tokens": 1},
                                      "reward": {"concurrency": 1}})
         s = evaluate(cfg, DRB_TASKS, DRB_REPORTS, run, progress=False)
@@ -207,7 +209,7 @@ def test_a_spent_budget_stops_the_run_with_what_is_finished_and_a_larger_one_res
 def test_reference_relative_race_and_a_changed_reference_is_rescored_alone(tmp_path):
     run, refs = tmp_path / "run", tmp_path / "refs.jsonl"
     refs.write_text("".join(json.dumps({"id": t, "article": f"Reference report {t}."}) + "\n" for t in (1, 51, 75)))
-    with FakeOpenAI(responder=race_judge) as server:
+    with FakeOpenAI(stages=RACE_JUDGE) as server:
         cfg = _cfg(tmp_path, server)
         evaluate(cfg, DRB_TASKS, DRB_REPORTS, run, references=refs, progress=False)
         assert server.n_requests == 3
@@ -233,7 +235,7 @@ def test_a_report_rl_rows_reference_report_makes_race_reference_relative_and_an_
     tasks.write_text("".join(json.dumps(r) + "\n" for r in rows))
     reports.write_text(json.dumps({"id": "r1", "article": "A report."}) + "\n"
                        + json.dumps({"id": "r2", "response": "<think>out of time</think>"}) + "\n")
-    with FakeOpenAI(responder=race_judge) as server:
+    with FakeOpenAI(stages=RACE_JUDGE) as server:
         s = evaluate(_cfg(tmp_path, server), tasks, reports, run, progress=False)
     assert server.n_requests == 1  # the empty report (no <answer>) is not sent to the judge
     records = _records(run)
@@ -253,7 +255,7 @@ def test_rubric_and_exact_scorers_on_tree_and_kg_rows_and_unscored_is_not_zero(t
         s = evaluate(_cfg(tmp_path, down, max_retries=0), tasks, reports, run, progress=False)
     assert s.metrics["rubric"]["n"] == 0 and s.metrics["rubric"]["unscored"] == 1  # the judge was down: not 0
     assert s.metrics["exact.f1"]["mean"] == pytest.approx(0.8 / 1.4) and s.metrics["exact.em"]["mean"] == 0.0
-    with FakeOpenAI(responder=scripted_judge) as server:
+    with FakeOpenAI(stages=SCRIPTED_JUDGE) as server:
         s = evaluate(_cfg(tmp_path, server), tasks, reports, run, progress=False)
     assert s.scored_now == 1 and server.n_requests == 3  # only the unscored task, one call per criterion
     assert s.metrics["rubric"]["mean"] == pytest.approx(1.25 / 1.5) and s.metrics["rubric"]["unscored"] == 0
@@ -271,7 +273,7 @@ def test_exchanged_rubric_layouts_are_task_sets(tmp_path, fmt, expected):
     tasks, reports = tmp_path / f"{fmt}.jsonl", tmp_path / "reports.jsonl"
     tasks.write_text(json.dumps(record) + "\n")
     reports.write_text(json.dumps({"id": tid, "response": "A report."}) + "\n")
-    with FakeOpenAI(responder=scripted_judge) as server:
+    with FakeOpenAI(stages=SCRIPTED_JUDGE) as server:
         s = evaluate(_cfg(tmp_path, server), tasks, reports, tmp_path / "run", progress=False)
     assert s.metrics["rubric"]["mean"] == pytest.approx(expected)
     assert server.n_requests == len(_records(tmp_path / "run")[tid]["scores"]["rubric"]["per_criterion"])
@@ -301,7 +303,7 @@ def test_citation_support_against_the_corpus_and_format_compliance(tmp_path, sma
                              + "\n" for t in ("t1", "t2")))
     reports.write_text(json.dumps({"id": "t1", "response": cited}) + "\n"
                        + json.dumps({"id": "t2", "response": 'No sources. <cite id="">a claim</cite>'}) + "\n")
-    with FakeOpenAI(responder=scripted_judge) as server:
+    with FakeOpenAI(stages=SCRIPTED_JUDGE) as server:
         llm = litellm_llm_config(tmp_path, server)
         cfg = load_config(overrides={"llm": llm, "tools": {"index_dir": str(small_index_cfg.index_dir())}})
         s = evaluate(cfg, tasks, reports, run, asked=["citation", "format"], progress=False)
@@ -384,7 +386,7 @@ def test_chromium_renders_the_report_charts_and_runs_no_injected_code(tmp_path):
 
 
 def test_cli_scores_and_compares(tmp_path):
-    with FakeOpenAI(responder=race_judge) as server:
+    with FakeOpenAI(stages=RACE_JUDGE) as server:
         config = _config_file(tmp_path, server)
         proc = cli("eval", "--tasks", str(DRB_TASKS), "--reports", str(DRB_REPORTS), "--run-dir",
                    str(tmp_path / "a"), "-c", config, "-q")

@@ -10,7 +10,8 @@ import json
 import re
 
 import pytest
-from llm_fakes import FakeOpenAI, Reply, litellm_llm_config
+from rubricforge.testing import FakeOpenAI, Reply
+from llm_fakes import litellm_llm_config
 
 from rubricforge.config import load_config
 from rubricforge.errors import UserError

@@ -203,7 +203,8 @@ def llm_flow(cfg: Config, tasks: int, calls: dict[str, int]) -> None:
 def test_llm_concurrency_stays_within_the_model_limit_across_dask_workers(monkeypatch, prefect_server, tmp_path):
     import cloudpickle
 
-    from llm_fakes import FakeOpenAI, Reply, litellm_llm_config
+    from rubricforge.testing import FakeOpenAI, Reply
+    from llm_fakes import litellm_llm_config
 
     monkeypatch.setenv("PREFECT_API_URL", prefect_server)
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import this test module
@@ -226,7 +227,8 @@ def test_each_roles_limit_holds_across_dask_workers_when_roles_share_a_model_and
     """Prefect's global limits are per role: the generator's 1 and the verifier's 3 hold on one model and server."""
     import cloudpickle
 
-    from llm_fakes import FakeOpenAI, Reply, litellm_llm_config
+    from rubricforge.testing import FakeOpenAI, Reply
+    from llm_fakes import litellm_llm_config
 
     monkeypatch.setenv("PREFECT_API_URL", prefect_server)
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import this test module
@@ -250,7 +252,7 @@ def test_each_roles_limit_holds_across_dask_workers_when_roles_share_a_model_and
 
 def test_a_cut_tree_is_rebuilt_by_its_task_retry_and_a_still_cut_one_fails_the_flow_with_a_partial_export(
         small_index_cfg, tmp_path):
-    from llm_fakes import FakeOpenAI
+    from rubricforge.testing import FakeOpenAI
     from rubricforge.errors import ItemsFailed
     from test_build_faults import CutOneRoot, _cfg
 

@@ -7,7 +7,8 @@ import asyncio
 import json
 
 import pytest
-from llm_fakes import FakeOpenAI, Reply, litellm_llm_config
+from rubricforge.testing import FakeOpenAI, Reply
+from llm_fakes import litellm_llm_config
 
 from rubricforge.config import Config
 from rubricforge.rewards.hote import proposer_reward
@@ -142,20 +143,20 @@ def test_a_paper_size_hybrid_step_is_half_real_half_synthetic_and_half_tool(tmp_
     assert len(run.batch(601)[2]) == 28
 
 
-def _flaw_judge(body) -> Reply:
-    """Update: one negative rubric ("Cites no sources"), which every response shows; binary judge: every answer
-    passes the dataset rubric and shows the flaw (J = 1 for both); meta rubrics: three."""
-    import re
+def _binary(body) -> str:
+    assert "<rubric>" in body["messages"][-1]["content"]
+    return json.dumps({"score": 1})
 
-    system, user = body["messages"][0]["content"], body["messages"][-1]["content"]
-    if "You maintain the evaluation rubrics" in system:
-        return Reply(json.dumps({"positive_rubrics": [], "negative_rubrics": [
-            {"title": "Cites no sources", "description": "The answer names no source for its claims."}]}))
-    if "You analyse how a research agent failed" in system:
-        return Reply(json.dumps({"rubrics": [{"title": f"Meta {i}", "description": f"Meta check {i}.", "weight": 1.0}
-                                             for i in range(1, 4)]}))
-    assert re.search(r"<rubric>(.*?)</rubric>", user, re.S)
-    return Reply(json.dumps({"score": 1}))
+
+# the update proposes one negative rubric ("Cites no sources"), which every response shows; the binary judge:
+# every answer passes the dataset rubric and shows the flaw (J = 1 for both); meta rubrics: three
+FLAW_JUDGE = {
+    "evolve_update": json.dumps({"positive_rubrics": [], "negative_rubrics": [
+        {"title": "Cites no sources", "description": "The answer names no source for its claims."}]}),
+    "hote_meta": json.dumps({"rubrics": [{"title": f"Meta {i}", "description": f"Meta check {i}.", "weight": 1.0}
+                                         for i in range(1, 4)]}),
+    "hote": _binary,
+}
 
 
 @pytest.mark.parametrize("retire", ["judge", "spread"])
@@ -175,7 +176,7 @@ def test_a_flaw_every_response_shares_reaches_the_meta_rubrics(tmp_path, retire)
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
-    with FakeOpenAI(responder=_flaw_judge) as server:
+    with FakeOpenAI(stages=FLAW_JUDGE) as server:
         cfg = Config.model_validate({"run_dir": str(tmp_path / "run"), "llm": litellm_llm_config(tmp_path, server),
                                      "evolve": {"modes": "no_tool", "dedup_cosine": 1.0},
                                      "hote": {"batch_size": 4, "group": 2, "proposer_group": 2, "combo_size": 4,

@@ -12,7 +12,7 @@ import time
 import psutil
 import pytest
 
-from llm_fakes import FakeOpenAI, Reply
+from rubricforge.testing import FakeOpenAI, Reply
 from support.cli import ENTRY
 
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from llm_fakes import FakeOpenAI, Reply, litellm_llm_config
+from rubricforge.testing import FakeOpenAI, Reply
+from llm_fakes import litellm_llm_config
 from rubricforge.config import LLMConfig
 from rubricforge.llm import LLMClient
 from rubricforge.llm.cache import ResponseCache

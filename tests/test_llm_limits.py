@@ -6,7 +6,8 @@ import asyncio
 
 import pytest
 
-from llm_fakes import FakeOpenAI, litellm_llm_config
+from rubricforge.testing import FakeOpenAI
+from llm_fakes import litellm_llm_config
 from rubricforge.config import Config, LLMConfig
 from rubricforge.llm import limits
 from rubricforge.llm.check import check_roles

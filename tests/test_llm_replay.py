@@ -8,7 +8,8 @@ import json
 import pytest
 from pydantic import BaseModel
 
-from llm_fakes import FakeOpenAI, Reply, litellm_llm_config
+from rubricforge.testing import FakeOpenAI, Reply
+from llm_fakes import litellm_llm_config
 from rubricforge.config import LLMConfig
 from rubricforge.errors import UserError
 from rubricforge.llm import LLMClient, ReplayMiss

@@ -8,7 +8,8 @@ import asyncio
 import pytest
 from pydantic import BaseModel, Field
 
-from llm_fakes import FakeOpenAI, Reply, litellm_llm_config
+from rubricforge.testing import FakeOpenAI, Reply
+from llm_fakes import litellm_llm_config
 from rubricforge.config import LLMConfig
 from rubricforge.llm import LLMClient
 from rubricforge.llm.structured import extract_json, parse

@@ -8,7 +8,8 @@ import threading
 
 import pytest
 
-from llm_fakes import Capital, FakeOpenAI, Reply, litellm_llm_config
+from rubricforge.testing import FakeOpenAI, Reply
+from llm_fakes import Capital, litellm_llm_config
 from rubricforge.config import LLMConfig
 from rubricforge.llm import LLMClient
 from rubricforge.llm.limits import CrossLoopSemaphore

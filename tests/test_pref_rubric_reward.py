@@ -9,8 +9,9 @@ import json
 
 import pytest
 import yaml
-from llm_fakes import FakeOpenAI, litellm_llm_config
-from pref_fakes import prefs_judge
+from rubricforge.testing import FakeOpenAI
+from llm_fakes import litellm_llm_config
+from pref_fakes import PREFS_JUDGE
 from typer.testing import CliRunner
 
 from rubricforge.cli import app
@@ -27,7 +28,7 @@ def test_generate_rubrics_then_score_rollouts_with_them(tmp_path):
                                enumerate(["Analyse common network failures.", "Analyse common network failures.",
                                           "Compare DNS resolvers."])))
     out = tmp_path / "with_rubrics.jsonl"
-    with FakeOpenAI(responder=prefs_judge) as server:
+    with FakeOpenAI(stages=PREFS_JUDGE) as server:
         config = tmp_path / "config.yaml"
         config.write_text(yaml.safe_dump({"run_dir": str(tmp_path / "run"),
                                           "llm": litellm_llm_config(tmp_path, server)}))

@@ -7,8 +7,9 @@ import asyncio
 import json
 
 import pytest
-from llm_fakes import FakeOpenAI, litellm_llm_config
-from pref_fakes import APP_I, prefs_judge
+from rubricforge.testing import FakeOpenAI
+from llm_fakes import litellm_llm_config
+from pref_fakes import APP_I, PREFS_JUDGE
 
 from rubricforge.config import Config
 from rubricforge.rewards import pref_metrics as pm
@@ -99,7 +100,7 @@ def test_report_score_through_the_judge(tmp_path):
     async def run(judge, report):
         return await report_score(judge, "Please analyse common network failures.", report, criteria)
 
-    with FakeOpenAI(responder=prefs_judge) as server:
+    with FakeOpenAI(stages=PREFS_JUDGE) as server:
         judge = _judge(tmp_path, server)
         good = asyncio.run(run(judge, "GOOD report"))
         bad = asyncio.run(run(judge, "weak report"))

@@ -98,22 +98,20 @@ def test_learnability_scores_a_closed_book_answer_with_the_examples_own_rubric(t
     """The generator answers closed-book; the judge scores the answer with the example's rubric. The first
     example's answer meets every criterion (score 1.0 ≥ 0.8: too easy, dropped), the second's meets none."""
     from fixtures_run import make_run
-    from llm_fakes import FakeOpenAI, Reply, litellm_llm_config
+    from rubricforge.testing import FakeOpenAI
+    from llm_fakes import litellm_llm_config
     from rubricforge.export import export_dataset
     from rubricforge.export.run import load_run
 
     run_dir = make_run(tmp_path)
     easy, hard = load_run(run_dir).examples
 
-    def responder(body):
-        prompt = "\n".join(str(m.get("content", "")) for m in body["messages"])
-        if "knowledgeable assistant" in prompt:  # the closed-book answer
-            return Reply("EASY ANSWER" if easy.question in prompt else "HARD ANSWER")
-        if "<criterion>" in prompt:
-            return Reply(json.dumps({"score": 4 if "EASY ANSWER" in prompt else 0}))
-        raise AssertionError(prompt[:200])
+    def prompt(body):
+        return "\n".join(str(m.get("content", "")) for m in body["messages"])
 
-    with FakeOpenAI(responder=responder) as server:
+    stages = {"closed_book_answer": lambda body: "EASY ANSWER" if easy.question in prompt(body) else "HARD ANSWER",
+              "rubric": lambda body: json.dumps({"score": 4 if "EASY ANSWER" in prompt(body) else 0})}
+    with FakeOpenAI(stages=stages) as server:
         cfg = Config(run_dir=str(run_dir), llm=litellm_llm_config(tmp_path, server),
                      quality={"embedding_threshold": None, "dedup_threshold": None, "learnability": True,
                               "drop_too_easy": True})
@@ -136,16 +134,13 @@ def test_learnability_scores_a_closed_book_answer_with_the_examples_own_rubric(t
 def test_a_judge_that_fails_leaves_learnability_unscored_never_flagged(tmp_path):
     import asyncio
 
-    from llm_fakes import FakeOpenAI, Reply, litellm_llm_config
+    from rubricforge.testing import FakeOpenAI, Reply
+    from llm_fakes import litellm_llm_config
     from rubricforge.rewards.learnability import learnability
 
     rubrics = [{"id": "c1", "type": "logical", "description": "Explains it", "weight": 1.0}]
 
-    def responder(body):
-        prompt = "\n".join(str(m.get("content", "")) for m in body["messages"])
-        return Reply("An answer.") if "knowledgeable assistant" in prompt else Reply(status=503, error="down")
-
-    with FakeOpenAI(responder=responder) as server:
+    with FakeOpenAI(stages={"closed_book_answer": "An answer.", "rubric*": Reply(status=503, error="down")}) as server:
         cfg = Config(llm=litellm_llm_config(tmp_path, server, max_retries=0, structured_retries=0))
         got = asyncio.run(learnability([("x", "Why is the sky blue?", rubrics)], cfg))
     assert got.scores == {"x": None} and got.too_easy == []

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 import yaml
 from conftest import derive
-from llm_fakes import FakeOpenAI, Reply, litellm_llm_config
-from pref_fakes import report_writer
+from rubricforge.testing import FakeOpenAI, Reply
+from llm_fakes import litellm_llm_config
+from pref_fakes import REPORT_WRITER
 from typer.testing import CliRunner
 
 from rubricforge.agent.mams import MamsConfig
@@ -32,7 +33,7 @@ def test_report_rows_have_what_the_report_reward_reads(tmp_path):
     queries.write_text("".join(json.dumps(r) + "\n" for r in [
         {"id": 1, "prompt": "Survey heat pumps in cold climates."}, {"id": 2, "query": "Compare DNS resolvers."},
         {"id": 3, "query": "BROKEN query"}]))
-    with FakeOpenAI(responder=report_writer) as server:
+    with FakeOpenAI(stages=REPORT_WRITER) as server:
         config = tmp_path / "config.yaml"
         config.write_text(yaml.safe_dump({"run_dir": str(tmp_path / "run"),
                                           "llm": litellm_llm_config(tmp_path, server, structured_retries=0)}))
@@ -61,8 +62,8 @@ def test_drb_criteria_with_extra_keys_load():
 
 
 def teacher(fail_report: list[bool]) -> Any:
-    """The generator as RACE rubric writer (``report_writer``) and as the three MaMs agents of a teacher
-    trajectory: one search call, then an answer; the report agent fails (HTTP 400) while ``fail_report[0]``."""
+    """The three MaMs agents of a teacher trajectory (one stage, told apart by their system prompts): one search
+    call, then an answer; the report agent fails (HTTP 400) while ``fail_report[0]``."""
     def respond(body: dict[str, Any]) -> Reply:
         system = str(body["messages"][0]["content"])
         if "Plan-Execute-Observe" in system:  # search agent (C.4 / C.5); answers at once for the "lazy" query
@@ -77,7 +78,7 @@ def teacher(fail_report: list[bool]) -> Any:
                 return Reply(status=400, error="bad request")
             return Reply("<report># 2001: A Space Odyssey\n\n## Making\n\nKubrick directed it<sup>[1]</sup>.\n\n"
                          "## Reception\n\nIt shaped science fiction.\n\n## References\n\n1. Wikipedia</report>")
-        return report_writer(body)
+        raise AssertionError(f"no MaMs agent has this system prompt: {system[:100]}")
 
     return respond
 
@@ -87,7 +88,7 @@ def test_long_form_row_is_a_teacher_trajectory_with_its_retrieval_data(small_ind
     queries.write_text(json.dumps({"id": "drb-1", "query": "How was the 1968 Kubrick film made?"}) + "\n"
                        + json.dumps({"id": "drb-2", "query": "A lazy question about pointillism?"}) + "\n")
     fail_report = [True]
-    with FakeOpenAI(responder=teacher(fail_report)) as server:
+    with FakeOpenAI(stages={**REPORT_WRITER, "teacher_trajectory": teacher(fail_report)}) as server:
         data = derive(small_index_cfg, "tools.top_k=2").model_dump(mode="json")
         cfg = Config.model_validate({**data, "run_dir": str(tmp_path / "run"),
                                      "llm": {**data["llm"], **litellm_llm_config(tmp_path, server, max_retries=0)}})
@@ -120,8 +121,8 @@ def test_retrieval_data_is_cut_at_a_paragraph_within_the_budget():
 
 
 def stepwise_teacher(body: dict[str, Any]) -> Reply:
-    """The generator as RACE rubric writer and as the stepwise MaMs agents (JSON plan, searches, the first
-    sentence of each chunk, outline, sections)."""
+    """The stepwise MaMs agents (JSON plan, searches, the first sentence of each chunk, outline, sections; one
+    stage, told apart by their instructions)."""
     user = str(body["messages"][-1]["content"])
     if user.startswith("You are planning the research"):
         return Reply(json.dumps({"plan": ["the making of the film", "its reception", "its legacy today"]}))
@@ -136,7 +137,7 @@ def stepwise_teacher(body: dict[str, Any]) -> Reply:
         return Reply(json.dumps({"title": "The making of 2001", "headings": ["Making", "Release"][:n]}))
     if user.startswith("You are writing one section"):
         return Reply(json.dumps({"text": "These facts show how the film was made."}))
-    return report_writer(body)
+    raise AssertionError(f"no stepwise MaMs agent has this instruction: {user[:100]}")
 
 
 def test_stepwise_teacher_writes_a_long_form_row(small_index_cfg, tmp_path):
@@ -144,7 +145,7 @@ def test_stepwise_teacher_writes_a_long_form_row(small_index_cfg, tmp_path):
 
     queries = tmp_path / "queries.jsonl"
     queries.write_text(json.dumps({"id": "drb-1", "query": "How was the 1968 Kubrick film made?"}) + "\n")
-    with FakeOpenAI(responder=stepwise_teacher) as server:
+    with FakeOpenAI(stages={**REPORT_WRITER, "teacher_trajectory": stepwise_teacher}) as server:
         data = derive(small_index_cfg, "tools.top_k=2").model_dump(mode="json")
         cfg = Config.model_validate({**data, "run_dir": str(tmp_path / "run"),
                                      "llm": {**data["llm"], **litellm_llm_config(tmp_path, server, max_retries=0)}})

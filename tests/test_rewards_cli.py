@@ -8,8 +8,9 @@ import json
 import pytest
 import yaml
 
-from llm_fakes import FakeOpenAI, Reply, litellm_llm_config
-from reward_fixtures import EXAMPLE, ROLLOUT, scripted_judge
+from rubricforge.testing import FakeOpenAI, Reply
+from llm_fakes import litellm_llm_config
+from reward_fixtures import EXAMPLE, ROLLOUT, SCRIPTED_JUDGE
 from support.cli import assert_user_error, cli
 
 
@@ -33,7 +34,7 @@ def _config(tmp_path, server, **role) -> str:
 
 def test_score_writes_components_summary_and_rejects_then_resumes(tmp_path, files):
     dataset, responses = files
-    with FakeOpenAI(responder=scripted_judge) as server:
+    with FakeOpenAI(stages=SCRIPTED_JUDGE) as server:
         config = _config(tmp_path, server)
         proc = cli("reward", "score", "-d", str(dataset), "-r", str(responses), "-c", config, "-q")
         assert proc.returncode == 0, proc.stderr
@@ -61,7 +62,7 @@ def test_unscored_responses_are_retried_by_the_next_run(tmp_path, files):
     assert proc.returncode == 0
     first = json.loads((tmp_path / "responses.scores.summary.json").read_text())
     assert first["rewards"]["rubric"]["unscored"] == 1 and first["rewards"]["rubric"]["scored"] == 1
-    with FakeOpenAI(responder=scripted_judge) as up:
+    with FakeOpenAI(stages=SCRIPTED_JUDGE) as up:
         proc = cli("reward", "score", "-d", str(dataset), "-r", str(responses), "-c", _config(tmp_path, up), "-q",
                    "--rewards", "rubric")
     assert proc.returncode == 0 and "(1 scored now)" in proc.stderr
@@ -88,7 +89,7 @@ def test_scoring_nothing_is_not_a_success(tmp_path, files):
 
 def test_audit_prints_variance_and_agreement(tmp_path, files):
     dataset, responses = files
-    with FakeOpenAI(responder=scripted_judge) as server:
+    with FakeOpenAI(stages=SCRIPTED_JUDGE) as server:
         out = tmp_path / "audit.json"
         proc = cli("reward", "audit", "-d", str(dataset), "-r", str(responses), "-c", _config(tmp_path, server),
                    "--out", str(out))
@@ -133,7 +134,7 @@ def test_score_reads_dr_tulu_rows_and_deeprubric_files(tmp_path):
     responses = tmp_path / "responses.jsonl"
     responses.write_text(json.dumps({"id": 0, "response": ROLLOUT}) + "\n"
                          + json.dumps({"id": 0, "response": "The tower is 330 m tall."}) + "\n")
-    with FakeOpenAI(responder=scripted_judge) as server:
+    with FakeOpenAI(stages=SCRIPTED_JUDGE) as server:
         config = _config(tmp_path, server)
         for dataset in (drtulu, deeprubric):
             out = tmp_path / f"{dataset.stem}.scores.jsonl"
@@ -152,7 +153,7 @@ def test_a_rubric_without_text_names_the_field_and_the_converter(tmp_path):
     dataset.write_text(json.dumps({**EXAMPLE, "rubrics": [{"id": "c1", "type": "logical", "weight": 1.0}]}) + "\n")
     responses = tmp_path / "responses.jsonl"
     responses.write_text(json.dumps({"id": "ex1", "response": ROLLOUT}) + "\n")
-    with FakeOpenAI(responder=scripted_judge) as server:
+    with FakeOpenAI(stages=SCRIPTED_JUDGE) as server:
         proc = cli("reward", "score", "-d", str(dataset), "-r", str(responses), "-c", _config(tmp_path, server),
                    "-q", "--rewards", "rubric")
     assert_user_error(proc, "rubrics[0] has no 'description'", "rubricforge convert")

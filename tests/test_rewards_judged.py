@@ -9,8 +9,9 @@ import json
 
 import pytest
 
-from llm_fakes import FakeOpenAI, Reply, litellm_llm_config
-from reward_fixtures import ANSWER, BAD, EXAMPLE, QUESTION, RACE, ROLLOUT, RUBRICS, S1, S2, scripted_judge
+from rubricforge.testing import FakeOpenAI, Reply
+from llm_fakes import litellm_llm_config
+from reward_fixtures import ANSWER, BAD, EXAMPLE, QUESTION, RACE, ROLLOUT, RUBRICS, S1, S2, SCRIPTED_JUDGE
 from rubricforge.config import load_config
 from rubricforge.errors import UserError
 from rubricforge.llm import LLMClient
@@ -37,7 +38,7 @@ def _judge(tmp_path, server, **role) -> Judge:
 
 
 def test_rubric_reward_is_the_positive_weight_normalised_mean(tmp_path):
-    with FakeOpenAI(responder=scripted_judge) as server:
+    with FakeOpenAI(stages=SCRIPTED_JUDGE) as server:
         got = asyncio.run(rubric_reward(_judge(tmp_path, server), QUESTION, ANSWER, criteria_from(RUBRICS)))
     assert got.per_criterion == {"c1": 1.0, "c2": 0.5, "c3": 0.0}
     assert got.raw == pytest.approx((1.0 * 1.0 + 0.5 * 0.5 + -0.5 * 0.0) / 1.5)
@@ -61,7 +62,7 @@ def test_a_satisfied_negative_criterion_can_push_raw_below_zero_and_value_is_cli
 
 
 def test_batched_mode_scores_every_criterion_in_one_call(tmp_path):
-    with FakeOpenAI(responder=scripted_judge) as server:
+    with FakeOpenAI(stages=SCRIPTED_JUDGE) as server:
         got = asyncio.run(rubric_reward(_judge(tmp_path, server), QUESTION, ANSWER, criteria_from(RUBRICS),
                                         mode="batched"))
     assert got.per_criterion == {"c1": 1.0, "c2": 0.5, "c3": 0.0} and server.n_requests == 1
@@ -84,7 +85,7 @@ def test_a_judge_that_is_down_leaves_the_reward_unscored_not_zero(tmp_path):
 
 
 def test_no_answer_scores_zero_without_asking_the_judge(tmp_path):
-    with FakeOpenAI(responder=scripted_judge) as server:
+    with FakeOpenAI(stages=SCRIPTED_JUDGE) as server:
         got = asyncio.run(rubric_reward(_judge(tmp_path, server), QUESTION, None, criteria_from(RUBRICS)))
     assert got.value == 0.0 and server.n_requests == 0
 
@@ -95,7 +96,7 @@ def test_missing_weight_is_an_error_not_a_default():
 
 
 def test_criteria_are_judged_concurrently(tmp_path):
-    with FakeOpenAI(responder=scripted_judge, hold=3, expected=3) as server:  # answers once all 3 are in flight
+    with FakeOpenAI(stages=SCRIPTED_JUDGE, hold=3, expected=3) as server:  # answers once all 3 are in flight
         asyncio.run(rubric_reward(_judge(tmp_path, server), QUESTION, ANSWER, criteria_from(RUBRICS)))
     assert server.max_in_flight == 3
 
@@ -133,7 +134,7 @@ def test_an_unreadable_label_is_reprompted_with_the_format(tmp_path):
 
 
 def test_citation_reward_per_claim_f1_and_format(tmp_path):
-    with FakeOpenAI(responder=scripted_judge) as server:
+    with FakeOpenAI(stages=SCRIPTED_JUDGE) as server:
         got = asyncio.run(citation_reward(_judge(tmp_path, server), QUESTION, ANSWER, SNIPPETS))
     by_text = {c.text: c for c in got.claims}
     assert (by_text["The tower stands in Paris."].recall, by_text["The tower stands in Paris."].precision) == (1.0, 1.0)
@@ -151,25 +152,20 @@ def test_citation_reward_per_claim_f1_and_format(tmp_path):
 
 def test_a_claim_citing_only_unknown_ids_scores_zero_without_a_judge(tmp_path):
     answer = f'<cite id="{BAD}">The Eiffel Tower is 330 metres tall.</cite>'
-    with FakeOpenAI(responder=scripted_judge) as server:
+    with FakeOpenAI(stages=SCRIPTED_JUDGE) as server:
         got = asyncio.run(citation_reward(_judge(tmp_path, server), QUESTION, answer, SNIPPETS))
     assert [c.f1 for c in got.claims] == [0.0] and server.n_requests == 0
     assert got.value == pytest.approx(0.4 * citation_format_reward(answer, SNIPPETS.keys()).r_fmt)
 
 
 def test_one_failed_citation_judge_leaves_the_citation_reward_unscored(tmp_path):
-    def flaky(body):
-        if "contains key information" in body["messages"][-1]["content"]:
-            return Reply(status=500)
-        return scripted_judge(body)
-
-    with FakeOpenAI(responder=flaky) as server:
+    with FakeOpenAI(stages={**SCRIPTED_JUDGE, "citation_precision": Reply(status=500)}) as server:
         got = asyncio.run(citation_reward(_judge(tmp_path, server, max_retries=0), QUESTION, ANSWER, SNIPPETS))
     assert got.value is None and got.f1 is None
 
 
 def test_composite_and_its_parts_from_the_scorer(tmp_path):
-    with FakeOpenAI(responder=scripted_judge) as server:
+    with FakeOpenAI(stages=SCRIPTED_JUDGE) as server:
         cfg = _cfg(tmp_path, server)
         scorer = RewardScorer(cfg, LLMClient(cfg.llm))
         got = asyncio.run(scorer.score(Rollout(EXAMPLE, ROLLOUT)))
@@ -182,7 +178,7 @@ def test_composite_and_its_parts_from_the_scorer(tmp_path):
 
 
 def test_rescoring_is_free_and_identical_through_the_llm_cache(tmp_path):
-    with FakeOpenAI(responder=scripted_judge) as server:
+    with FakeOpenAI(stages=SCRIPTED_JUDGE) as server:
         cfg = _cfg(tmp_path, server)
         first = asyncio.run(RewardScorer(cfg, LLMClient(cfg.llm)).score(Rollout(EXAMPLE, ROLLOUT)))
         calls = server.n_requests
@@ -191,7 +187,7 @@ def test_rescoring_is_free_and_identical_through_the_llm_cache(tmp_path):
 
 
 def test_orm_majority_vote_over_three_seeded_samples(tmp_path):
-    with FakeOpenAI(responder=scripted_judge) as server:
+    with FakeOpenAI(stages=SCRIPTED_JUDGE) as server:
         got = asyncio.run(orm_reward([_judge(tmp_path, server)], QUESTION, "1889", "1889", ["in 1889"]))
     assert got.votes == [1, 0, 1] and got.value == 1.0
     assert sorted(r["seed"] for r in server.requests) == [0, 1, 2]
@@ -233,7 +229,7 @@ def test_race_judgement_missing_a_criterion_is_unscored():
 
 
 def test_trl_reward_functions_are_async_share_judge_calls_and_pass_none(tmp_path):
-    with FakeOpenAI(responder=scripted_judge) as server:
+    with FakeOpenAI(stages=SCRIPTED_JUDGE) as server:
         cfg = _cfg(tmp_path, server)
         scorer = RewardScorer(cfg, LLMClient(cfg.llm))
         composite, rubric = reward_functions(scorer, ["composite", "rubric"])
@@ -262,7 +258,7 @@ def test_trl_reward_function_returns_none_for_an_unscorable_sample(tmp_path):
 
 
 def test_unknown_reward_name_is_a_user_error(tmp_path):
-    with FakeOpenAI(responder=scripted_judge) as server:
+    with FakeOpenAI(stages=SCRIPTED_JUDGE) as server:
         cfg = _cfg(tmp_path, server)
         with pytest.raises(UserError, match="unknown reward 'rubrik'"):
             reward_functions(RewardScorer(cfg, LLMClient(cfg.llm)), ["rubrik"])
@@ -271,7 +267,7 @@ def test_unknown_reward_name_is_a_user_error(tmp_path):
 def test_search_rl_and_report_rewards_from_the_scorer(tmp_path):
     reference = f'Reference. <cite id="{S1}">The Eiffel Tower is 330 metres tall.</cite>'
     example = {**EXAMPLE, "reference_report": reference}
-    with FakeOpenAI(responder=scripted_judge) as server:
+    with FakeOpenAI(stages=SCRIPTED_JUDGE) as server:
         cfg = _cfg(tmp_path, server)
         got = asyncio.run(RewardScorer(cfg, LLMClient(cfg.llm)).score(
             Rollout(example, ROLLOUT), ("prm", "orm", "search_rl", "report_citation", "report_format")))
@@ -284,7 +280,7 @@ def test_search_rl_and_report_rewards_from_the_scorer(tmp_path):
 
 
 def test_missing_column_names_the_example_and_the_column(tmp_path):
-    with FakeOpenAI(responder=scripted_judge) as server:
+    with FakeOpenAI(stages=SCRIPTED_JUDGE) as server:
         cfg = _cfg(tmp_path, server)
         with pytest.raises(UserError, match="example 'ex1' has no 'race_rubrics' column"):
             asyncio.run(RewardScorer(cfg, LLMClient(cfg.llm)).component("race", Rollout(EXAMPLE, ROLLOUT)))
@@ -352,7 +348,7 @@ def test_tense_penalty_is_zero_without_errors_and_unscored_when_the_judge_fails(
 def test_report_reward_with_a_kg_exported_race_rubric(tmp_path):
     reference = f'<answer>Reference. <cite id="{S1}">The Eiffel Tower is 330 metres tall.</cite></answer>'
     example = {**EXAMPLE, "race_rubrics": json.dumps(RACE), "reference_report": reference}
-    with FakeOpenAI(responder=scripted_judge) as server:
+    with FakeOpenAI(stages=SCRIPTED_JUDGE) as server:
         cfg = _cfg(tmp_path, server)
         got = asyncio.run(RewardScorer(cfg, LLMClient(cfg.llm)).score(Rollout(example, ROLLOUT), ("report",)))
     race = got["report"]["race"]

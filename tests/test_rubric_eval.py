@@ -1,5 +1,5 @@
 """`rubricforge rubrics eval` end to end: real client, cache, run directory and metrics; the judge and the rubric
-generator are a scripted OpenAI-compatible server (:func:`pref_fakes.prefs_judge`)."""
+generator are a scripted OpenAI-compatible server (:data:`pref_fakes.PREFS_JUDGE`)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import json
 
 import pytest
 import yaml
-from llm_fakes import FakeOpenAI, litellm_llm_config
-from pref_fakes import prefs_judge
+from rubricforge.testing import FakeOpenAI
+from llm_fakes import litellm_llm_config
+from pref_fakes import PREFS_JUDGE
 from typer.testing import CliRunner
 
 from rubricforge.cli import app
@@ -53,7 +54,7 @@ def test_rubrics_eval_table_run_dir_and_resume(tmp_path):
     from rubricforge.jobs.rubric_eval import evaluate
 
     pairs, (race, dataset) = _pairs(tmp_path), _files(tmp_path)
-    with FakeOpenAI(responder=prefs_judge) as server:
+    with FakeOpenAI(stages=PREFS_JUDGE) as server:
         cfg = load_config(_config(tmp_path, server))
         sources = ["general", "generated", "closed-book", "race", "tree"]
         result = evaluate(cfg, pairs, sources, race_file=race, dataset=dataset, n_boot=200, progress=False)
@@ -86,7 +87,7 @@ def test_rubrics_eval_table_run_dir_and_resume(tmp_path):
 
 def test_rubrics_eval_cli(tmp_path):
     pairs = _pairs(tmp_path)
-    with FakeOpenAI(responder=prefs_judge) as server:
+    with FakeOpenAI(stages=PREFS_JUDGE) as server:
         res = CliRunner().invoke(app, ["rubrics", "eval", "--pairs", str(pairs), "--source", "general", "-q",
                                        "-c", str(_config(tmp_path, server))])
     assert res.exit_code == 0, res.output
@@ -115,7 +116,7 @@ def _baseline_judge(body):
     """C.12: [[8]] for a GOOD report, [[3]] for a weak one, no verdict for BROKEN; C.11: the GOOD report wins."""
     import re
 
-    from llm_fakes import Reply
+    from rubricforge.testing import Reply
 
     user = body["messages"][-1]["content"]
     if "[The Start of Assistant As Answer]" in user:

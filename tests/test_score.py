@@ -8,7 +8,8 @@ import asyncio
 import json
 
 import pytest
-from llm_fakes import FakeOpenAI, Reply, litellm_llm_config
+from rubricforge.testing import FakeOpenAI, Reply
+from llm_fakes import litellm_llm_config
 
 from rubricforge.config import Config
 from rubricforge.rewards.score import (EmaBaseline, assess, check_citations, extract_conclusion,

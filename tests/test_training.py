@@ -286,7 +286,8 @@ def test_reasoning_content_from_trls_parser_is_a_thought():
 
 
 def test_the_composite_is_none_for_trl_when_the_judge_is_down(tmp_path):
-    from llm_fakes import FakeOpenAI, Reply, litellm_llm_config
+    from rubricforge.testing import FakeOpenAI, Reply
+    from llm_fakes import litellm_llm_config
 
     from rubricforge.llm import LLMClient
     from rubricforge.rewards.scorer import RewardScorer

@@ -20,9 +20,9 @@ import re
 from pathlib import Path
 
 import pytest
-from llm_fakes import FakeOpenAI, Reply
+from rubricforge.testing import FakeOpenAI, Reply
 from test_training_grpo import DATA, train_cfg
-from training_fakes import ScriptedPolicy, lenient_judge
+from training_fakes import ScriptedPolicy, LENIENT_JUDGE
 
 from rubricforge.config import Config
 
@@ -49,15 +49,19 @@ class EvolvingJudge:
         self.updates = 0
         self.rubrics_by_step: dict[int, set[str]] = {}
 
-    def __call__(self, body) -> Reply:
-        system, user = body["messages"][0]["content"], body["messages"][-1]["content"]
-        if "You maintain the evaluation rubrics" in system:
-            self.updates += 1
-            if self.updates == 1:
-                return Reply(json.dumps({"positive_rubrics": [{"title": CITES, "description": "Backs a claim with a cite."}],
-                                         "negative_rubrics": [{"title": "Vague answer", "description": "Gives no specifics."}]}))
-            return Reply(json.dumps({"positive_rubrics": [{"title": "names kubrick", "description": "Names Kubrick."},
-                                                          {"title": CITES.lower(), "description": "Again."}]}))
+    def stages(self) -> dict[str, object]:
+        return {"evolve_update": self.update, "hote": self.verdict}
+
+    def update(self, body) -> Reply:
+        self.updates += 1
+        if self.updates == 1:
+            return Reply(json.dumps({"positive_rubrics": [{"title": CITES, "description": "Backs a claim with a cite."}],
+                                     "negative_rubrics": [{"title": "Vague answer", "description": "Gives no specifics."}]}))
+        return Reply(json.dumps({"positive_rubrics": [{"title": "names kubrick", "description": "Names Kubrick."},
+                                                      {"title": CITES.lower(), "description": "Again."}]}))
+
+    def verdict(self, body) -> Reply:
+        user = body["messages"][-1]["content"]
         rubric = re.search(r"<rubric>(.*?)</rubric>", user, re.S).group(1)
         self.rubrics_by_step.setdefault(self.updates, set()).add(rubric)
         cites = "<cite" in user
@@ -73,7 +77,7 @@ def test_two_grpo_steps_with_an_evolving_bank(small_index_cfg, tiny_model, tmp_p
     from rubricforge.training.grpo import build_grpo
 
     judge = EvolvingJudge()
-    with FakeOpenAI(responder=judge) as server:
+    with FakeOpenAI(stages=judge.stages()) as server:
         cfg = train_cfg(small_index_cfg, tmp_path, server, max_steps=2)
         data = cfg.model_dump(mode="json")
         data["run_dir"] = str(tmp_path / "run")
@@ -123,7 +127,7 @@ def test_two_grpo_steps_with_an_evolving_bank(small_index_cfg, tiny_model, tmp_p
 def test_hybrid_step_routes_each_task_to_its_environment(small_index_cfg, tiny_model, tmp_path):
     from rubricforge.training.grpo import build_grpo
 
-    with FakeOpenAI(responder=lenient_judge) as server:
+    with FakeOpenAI(stages=LENIENT_JUDGE) as server:
         cfg = train_cfg(small_index_cfg, tmp_path, server, generation_batch_size=4, per_device_train_batch_size=4)
         data = cfg.model_dump(mode="json")
         data["evolve"].update(modes="hybrid", tool_share=0.5)

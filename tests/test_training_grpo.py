@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from llm_fakes import FakeOpenAI, litellm_llm_config
-from training_fakes import ScriptedPolicy, lenient_judge
+from rubricforge.testing import FakeOpenAI
+from llm_fakes import litellm_llm_config
+from training_fakes import ScriptedPolicy, LENIENT_JUDGE
 
 from rubricforge.config import Config
 
@@ -37,7 +38,7 @@ def train_cfg(small_index_cfg: Config, tmp_path: Path, server: FakeOpenAI, **grp
 def test_one_grpo_step_with_real_tool_calls(small_index_cfg, tiny_model, tmp_path):
     from rubricforge.training.grpo import build_grpo
 
-    with FakeOpenAI(responder=lenient_judge) as judge:
+    with FakeOpenAI(stages=LENIENT_JUDGE) as judge:
         run = build_grpo(train_cfg(small_index_cfg, tmp_path, judge), DATA, str(tiny_model))
         trainer = run.trainer
         policy = ScriptedPolicy(trainer.model, trainer.processing_class)

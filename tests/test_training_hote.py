@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from llm_fakes import FakeOpenAI, Reply, litellm_llm_config
+from rubricforge.testing import FakeOpenAI
+from llm_fakes import litellm_llm_config
 from training_fakes import ScriptedPolicy
 
 from rubricforge.config import Config
@@ -37,18 +38,19 @@ def data(tmp_path: Path) -> Path:
     return path
 
 
-def judge(body) -> Reply:
-    system, user = body["messages"][0]["content"], body["messages"][-1]["content"]
-    if "You maintain the evaluation rubrics" in system:
-        return Reply(json.dumps({"positive_rubrics": [], "negative_rubrics": []}))
-    if "You analyse how a research agent failed" in system:
-        return Reply(json.dumps({"rubrics": [{"title": f"Meta {i}", "description": f"Meta check {i}.", "weight": 1.0}
-                                             for i in range(1, 7)]}))
+def verdict(body) -> str:
+    user = body["messages"][-1]["content"]
     rubric = re.search(r"<rubric>(.*?)</rubric>", user, re.S).group(1)
     good = "evidence" in re.search(r"<response>(.*?)</response>", user, re.S).group(1)
     first = "first" in re.search(r"<question>(.*?)</question>", user, re.S).group(1)
     passed = {"Meta 3": True, "Is concise": True, "Meta 2": good and first}.get(rubric.split(":")[0], good)
-    return Reply(json.dumps({"score": int(passed)}))
+    return json.dumps({"score": int(passed)})
+
+
+JUDGE = {"evolve_update": json.dumps({"positive_rubrics": [], "negative_rubrics": []}),
+         "hote_meta": json.dumps({"rubrics": [{"title": f"Meta {i}", "description": f"Meta check {i}.", "weight": 1.0}
+                                              for i in range(1, 7)]}),
+         "hote": verdict}
 
 
 def turn(context: str, row: int) -> str:
@@ -80,7 +82,7 @@ def start(cfg: Config, dataset: Path, model: Path):
 
 def test_two_hote_steps_then_a_resume(tiny_model, tmp_path):
     dataset = data(tmp_path)
-    with FakeOpenAI(responder=judge) as server:
+    with FakeOpenAI(stages=JUDGE) as server:
         run = start(hote_cfg(tmp_path, server, steps=2), dataset, tiny_model)
         before = {n: p.detach().clone() for n, p in run.proposer.model.named_parameters()}
         step1, step2 = run.train()
@@ -137,7 +139,7 @@ def test_a_hybrid_hote_step_gives_tools_to_half_the_tasks(small_index_cfg, tiny_
     def hybrid_turn(context: str, row: int) -> str:
         return turn(context, row) if "# Tools" not in context or "<weaknesses>" in context else scripted_turn(context, row)
 
-    with FakeOpenAI(responder=judge) as server:
+    with FakeOpenAI(stages=JUDGE) as server:
         data_cfg = hote_cfg(tmp_path, server, steps=2).model_dump(mode="json")
         data_cfg["evolve"].update(modes="hote", no_tool_steps=1)
         data_cfg["tools"] = {**small_index_cfg.tools.model_dump(mode="json"), "top_k": 2, "snippet_chars": 200}

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from llm_fakes import FakeOpenAI, Reply, litellm_llm_config
+from rubricforge.testing import FakeOpenAI, Reply
+from llm_fakes import litellm_llm_config
 from training_fakes import ScriptedPolicy
 
 from rubricforge.agent.prompt import no_tool_system_prompt
@@ -47,18 +48,20 @@ def dataset(tmp_path: Path) -> Path:
     return path
 
 
-def judge(body: dict[str, Any]) -> Reply:
+def judge(evolving: bool) -> dict[str, Any]:
     """Update: one positive rubric; criterion judge: 4 for the stated year under the dataset rubric (static run) or
     under the added rubric (evolving run, where the dataset rubric scores every answer 2)."""
-    system, user = body["messages"][0]["content"], body["messages"][-1]["content"]
-    if "You maintain the evaluation rubrics" in system:
-        return Reply(json.dumps({"positive_rubrics": [{"title": "Gives the year", "description": "States the year."}],
-                                 "negative_rubrics": []}))
-    criterion = re.search(r"<criterion>(.*?)</criterion>", user, re.S).group(1)
-    year = "1968" in re.search(r"<response>(.*?)</response>", user, re.S).group(1)
-    if "Answers the question" in criterion and body.get("evolving"):
-        return Reply(json.dumps({"score": 2}))
-    return Reply(json.dumps({"score": 4 if year else 0}))
+    def score(body: dict[str, Any]) -> str:
+        user = body["messages"][-1]["content"]
+        criterion = re.search(r"<criterion>(.*?)</criterion>", user, re.S).group(1)
+        year = "1968" in re.search(r"<response>(.*?)</response>", user, re.S).group(1)
+        if "Answers the question" in criterion and evolving:
+            return json.dumps({"score": 2})
+        return json.dumps({"score": 4 if year else 0})
+
+    return {"evolve_update": json.dumps({"positive_rubrics": [{"title": "Gives the year", "description": "States the year."}],
+                                         "negative_rubrics": []}),
+            "rubric": score}
 
 
 def turn(context: str, row: int) -> str:
@@ -101,10 +104,7 @@ def grpo_gain(tmp_path: Path, model: Path, lr: float, evolving: bool) -> float:
     """Train ``STEPS`` steps of ``train grpo`` at ``lr``; the margin's change."""
     from rubricforge.training.grpo import build_grpo
 
-    def responder(body: dict[str, Any]) -> Reply:
-        return judge({**body, "evolving": evolving})
-
-    with FakeOpenAI(responder=responder) as server:
+    with FakeOpenAI(stages=judge(evolving)) as server:
         run = build_grpo(grpo_cfg(tmp_path, server, lr, evolving), dataset(tmp_path), str(model))
         trainer, tok = run.trainer, run.trainer.processing_class
         prompts = [[{"role": "system", "content": no_tool_system_prompt()}, {"role": "user", "content": q}]

@@ -13,8 +13,9 @@ import asyncio
 import json
 
 import pytest
-from llm_fakes import FakeOpenAI, litellm_llm_config
-from pref_fakes import APP_I, prefs_judge
+from rubricforge.testing import FakeOpenAI
+from llm_fakes import litellm_llm_config
+from pref_fakes import APP_I, PREFS_JUDGE
 
 from rubricforge.config import Config
 from rubricforge.rewards.generator_reward import RubricQuality, hybrid_reward
@@ -39,7 +40,7 @@ def test_rubric_quality_parse():
 
 
 def test_hybrid_reward_exact_values(tmp_path):
-    with FakeOpenAI(responder=prefs_judge) as server:
+    with FakeOpenAI(stages=PREFS_JUDGE) as server:
         judge = _judge(tmp_path, server)
         right = asyncio.run(hybrid_reward(judge, QUERY, RUBRIC, "GOOD report", "weak report"))
         tie = asyncio.run(hybrid_reward(judge, QUERY, RUBRIC, "weak report", "weak report, again"))
@@ -68,7 +69,7 @@ def test_one_grpo_step_of_the_rubric_generator(tmp_path):
     pairs.write_text(json.dumps({"id": "p1", "query": QUERY, "report_chosen": "GOOD report",
                                  "report_rejected": "weak report", "split": "train"}) + "\n")
     model = build_tiny_qwen(tmp_path / "model", [PROMPTS.render("pref_rubrics.system"), RUBRIC])
-    with FakeOpenAI(responder=prefs_judge) as server:
+    with FakeOpenAI(stages=PREFS_JUDGE) as server:
         cfg = Config.model_validate({
             "run_dir": str(tmp_path / "run"), "llm": litellm_llm_config(tmp_path, server),
             "train": {"preset": "cpu", "output_dir": str(tmp_path / "out"),

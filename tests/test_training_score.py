@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 import pytest
-from llm_fakes import FakeOpenAI, Reply
+from rubricforge.testing import FakeOpenAI, Reply
 from test_training_grpo import DATA, train_cfg
 from training_fakes import ScriptedPolicy, scripted_turn
 
@@ -37,10 +37,9 @@ def turn(context: str, row: int) -> str:
     return scripted_turn(context, row)
 
 
-def judge(body) -> Reply:
-    system, last = body["messages"][0]["content"], body["messages"][-1]["content"]
-    if "external researcher" in system:
-        return Reply(json.dumps(NEW_HARNESS))
+def assess(body) -> Reply:
+    """SCORE's assessor: one search, then the scores (8 for a report that states who directed the film, else 4)."""
+    last = body["messages"][-1]["content"]
     if not last.startswith("<observation>"):
         return Reply("<search>Stanley Kubrick film</search>")
     user = body["messages"][1]["content"]
@@ -50,6 +49,9 @@ def judge(body) -> Reply:
         f'<score dim="{d}" value="{8 if "directed the film" in text else 4}" reason="r"/>' for d in dims)
         + "</scores></report>" for n, text in reports)
     return Reply(f"<report_evaluations>{body_xml}</report_evaluations>")
+
+
+JUDGE = {"score_harness": json.dumps(NEW_HARNESS), "score_assess": assess}
 
 
 def score_cfg(small_index_cfg, tmp_path, server) -> Config:
@@ -100,7 +102,7 @@ def run_steps(cfg, tiny_model, resume_from=None, policy=turn, before=None):
 
 
 def test_two_score_steps_then_resume(small_index_cfg, tiny_model, tmp_path):
-    with FakeOpenAI(responder=judge) as server:
+    with FakeOpenAI(stages=JUDGE) as server:
         cfg = score_cfg(small_index_cfg, tmp_path, server)
         run, steps = run_steps(cfg, tiny_model)
         calls_first = len(server.requests)
@@ -153,7 +155,7 @@ def test_two_score_steps_then_resume(small_index_cfg, tiny_model, tmp_path):
         0.3 * logs[0]["score/r_eval"])
 
     # resume from the step-1 checkpoint: step 2 runs again with identical inputs
-    with FakeOpenAI(responder=judge) as server:
+    with FakeOpenAI(stages=JUDGE) as server:
         _, again = run_steps(score_cfg(small_index_cfg, tmp_path, server), tiny_model, resume_from=checkpoint)
     (step2,) = again
     assert step2["step"] == 2 and step2["baseline"] == pytest.approx(steps[1]["baseline"])
@@ -171,7 +173,7 @@ def test_the_evaluator_update_raises_a_rewarded_selection(small_index_cfg, tiny_
     def same_reports(context: str, row: int) -> str:
         return turn(context, row) if "Dimension pool:" in context else scripted_turn(context, 1)
 
-    with FakeOpenAI(responder=judge) as server:
+    with FakeOpenAI(stages=JUDGE) as server:
         cfg = score_cfg(small_index_cfg, tmp_path, server)
         data = cfg.model_dump(mode="json")
         data["train"]["grpo_args"].update(max_steps=1, save_strategy="no", learning_rate=1e-2)

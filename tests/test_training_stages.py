@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import derive
-from llm_fakes import FakeOpenAI, litellm_llm_config
+from rubricforge.testing import FakeOpenAI
+from llm_fakes import litellm_llm_config
 from reward_fixtures import ROLLOUT
-from training_fakes import ScriptedPolicy, lenient_judge
+from training_fakes import ScriptedPolicy, LENIENT_JUDGE
 
 from rubricforge.config import Config
 from rubricforge.errors import UserError
@@ -96,7 +97,7 @@ def test_dpo_pairs_from_scored_rollouts_train_with_dpo(small_index_cfg, tiny_mod
              {"id": "ex-seurat", "response": ROLLOUT}]
     rollouts = tmp_path / "rollouts.jsonl"
     rollouts.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    with FakeOpenAI(responder=lenient_judge) as judge:
+    with FakeOpenAI(stages=LENIENT_JUDGE) as judge:
         data = small_index_cfg.model_dump(mode="json")
         data["llm"] = {**data["llm"], **litellm_llm_config(tmp_path, judge)}
         cfg = Config.model_validate(data)

@@ -1,4 +1,5 @@
-"""Test-only drivers for training tests: a lenient scripted judge and a scripted policy.
+"""Test-only drivers for training tests: a lenient scripted judge (a stage table for
+:class:`rubricforge.testing.FakeOpenAI`) and a scripted policy.
 
 :class:`ScriptedPolicy` patches a model's ``generate`` with a logits processor that forces each call's new
 tokens to spell a scripted assistant turn, chosen from what the prompt holds so far: a ``search`` tool call
@@ -15,27 +16,20 @@ import json
 import re
 from typing import Any
 
-from llm_fakes import Reply
 
 SEARCH_TURN = ('<think>I should search first.</think>\n<tool_call>\n{"name": "search", "arguments": '
                '{"query": ["Stanley Kubrick 1968 film"]}}\n</tool_call>')
 
 
-def lenient_judge(body: dict[str, Any]) -> Reply:
-    """Every criterion scores 3 of 4; every cited statement needs a citation and is supported and relevant."""
-    prompt = "\n".join(str(m.get("content", "")) for m in body["messages"])
-    if "<criterion>" in prompt:
-        return Reply(json.dumps({"score": 3}))
-    if "<criterion id=" in prompt:
-        ids = re.findall(r'<criterion id="?(\w+)', prompt)
-        return Reply(json.dumps({"scores": [{"id": i, "score": 3} for i in ids]}))
-    if "Need Citation" in prompt:
-        return Reply("Need Citation: [[Yes]] Analysis: scripted.")
-    if "Assess whether this statement is supported" in prompt:
-        return Reply("Rating: [[Fully supported]] Analysis: scripted.")
-    if "contains key information" in prompt:
-        return Reply("Rating: [[Relevant]] Analysis: scripted.")
-    raise AssertionError(f"unexpected judge prompt: {prompt[:200]}")
+# every criterion scores 3 of 4; every cited statement needs a citation and is supported and relevant
+LENIENT_JUDGE = {
+    "rubric": json.dumps({"score": 3}),
+    "rubric_batched": lambda body: json.dumps({"scores": [{"id": i, "score": 3} for i in re.findall(
+        r'<criterion id="?(\w+)', body["messages"][-1]["content"])]}),
+    "citation_needs": "Need Citation: [[Yes]] Analysis: scripted.",
+    "citation_recall": "Rating: [[Fully supported]] Analysis: scripted.",
+    "citation_precision": "Rating: [[Relevant]] Analysis: scripted.",
+}
 
 
 def scripted_turn(context: str, row: int) -> str:

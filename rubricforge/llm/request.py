@@ -12,6 +12,10 @@ from pydantic import BaseModel
 from rubricforge.config import RoleConfig
 from rubricforge.llm.structured import schema_of
 
+# the HTTP header that names a request's stage (a label from the code, never a secret or the content), so a
+# server or a test double (``rubricforge.testing.FakeOpenAI``) can tell the calls apart without reading prompts
+STAGE_HEADER = "X-Rubricforge-Stage"
+
 
 @dataclass(frozen=True)
 class Request:

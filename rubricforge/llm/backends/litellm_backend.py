@@ -17,7 +17,7 @@ from rubricforge.config import RoleConfig
 from rubricforge.errors import UserError
 from rubricforge.llm.backends import StructuredModes, response_format, role_api_key
 from rubricforge.llm.errors import RequestFailed, TransientError
-from rubricforge.llm.request import Completion, Request
+from rubricforge.llm.request import STAGE_HEADER, Completion, Request
 _NO_KEY_NEEDED = "no-key"  # sent to a self-hosted server when no key is configured (the SDK insists on one)
 
 
@@ -113,7 +113,7 @@ class LiteLLMBackend:
         kwargs: dict[str, Any] = {"model": request.model, "messages": request.messages,
                                   "temperature": request.temperature, "max_tokens": request.max_tokens,
                                   "timeout": role_cfg.timeout_s, "num_retries": 0, "max_retries": 0,
-                                  "drop_params": True}
+                                  "drop_params": True, "extra_headers": {STAGE_HEADER: request.stage}}
         if request.top_p is not None:
             kwargs["top_p"] = request.top_p
         if request.seed is not None:

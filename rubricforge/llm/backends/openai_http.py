@@ -29,7 +29,7 @@ from rubricforge.config import RoleConfig
 from rubricforge.errors import UserError
 from rubricforge.llm.backends import DIRECT_PREFIXES, StructuredModes, response_format, role_api_key
 from rubricforge.llm.errors import RequestFailed, TransientError
-from rubricforge.llm.request import Completion, Request
+from rubricforge.llm.request import STAGE_HEADER, Completion, Request
 
 ENV_KEYS = {"openai/": "OPENAI_API_KEY", "hosted_vllm/": "HOSTED_VLLM_API_KEY"}
 TRANSIENT_STATUS = {408, 409, 425, 429}  # and every 5xx
@@ -108,7 +108,7 @@ class OpenAIHTTPBackend:
         key = role_api_key(request.role, role_cfg)
         if key is None:
             key = os.environ.get(ENV_KEYS[split_model(request.model)[0]])
-        return {"Authorization": f"Bearer {key}"} if key else {}
+        return {STAGE_HEADER: request.stage, **({"Authorization": f"Bearer {key}"} if key else {})}
 
     def _body(self, request: Request, mode: str) -> dict[str, Any]:
         body: dict[str, Any] = {"model": split_model(request.model)[1], "messages": request.messages,
