@@ -1,5 +1,5 @@
 """Judge calls and wall time per step of HOTE's loop (`train hote`) on CPU with two tiny local Qwen2 policies
-(tests/tiny_qwen.py) and a scripted judge with no latency (rubricforge.testing.FakeOpenAI, the whole-loop test's).
+(tests/support/tiny_qwen.py) and a scripted judge with no latency (rubricforge.testing.FakeOpenAI, the whole-loop test's).
 
     .venv/bin/python benchmarks/hote_cpu.py --batch 8 --group 4 --proposer-group 2 --steps 4
 
@@ -33,9 +33,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=4)
     a = parser.parse_args()
 
-    import test_training_hote as loop
+    import support.hote_loop as loop
     from rubricforge.testing import FakeOpenAI
-    from tiny_qwen import build_tiny_qwen
+    from support.tiny_qwen import build_tiny_qwen
 
     from rubricforge.config import Config
 

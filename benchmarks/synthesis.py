@@ -43,7 +43,7 @@ CPU per request is printed too: it runs on the same cores, as do other programs 
 
 The fake server (:class:`rubricforge.testing.FakeOpenAI`) runs in its own process, so it does not
 compete with the pipeline for the GIL. It answers every request after exactly the latency with the
-schema-valid answer of ``tests/pipeline_fake.py`` (built from the prompt; the verifier answers KEEP).
+schema-valid answer of ``tests/support/pipeline_fake.py`` (built from the prompt; the verifier answers KEEP).
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 sys.path.insert(0, str(ROOT / "tests"))  # the fake pipeline model
 
 from rubricforge.testing import FakeOpenAI, Reply  # noqa: E402
-from pipeline_fake import pipeline_answer  # noqa: E402
+from support.pipeline_fake import pipeline_answer  # noqa: E402
 
 from rubricforge.config import Config, load_config  # noqa: E402
 

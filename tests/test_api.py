@@ -12,8 +12,9 @@ import pytest
 
 import rubricforge
 from rubricforge.testing import FakeOpenAI
-from llm_fakes import litellm_llm_config
-from reward_fixtures import EXAMPLE, ROLLOUT, SCRIPTED_JUDGE
+from support.llm_fakes import litellm_llm_config
+from support.paths import ROOT
+from support.reward_fixtures import EXAMPLE, ROLLOUT, SCRIPTED_JUDGE
 
 
 def test_import_rubricforge_loads_no_submodule_and_no_dependency():
@@ -54,9 +55,8 @@ def test_async_twin_scores_responses_inside_a_running_loop(tmp_path):
 
 def _formula_table() -> list[tuple[str, str, str]]:
     """(paper, equation / figure, module:function) rows of the formula table (docs/formulas.md)."""
-    from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[1] / "docs" / "formulas.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "formulas.md").read_text(encoding="utf-8")
     rows = [[c.strip() for c in line.replace("\\|", "¦").strip("|").split("|")] for line in text.splitlines()
             if line.startswith("| ") and not line.startswith("| paper")]
     return [(paper, eq, target.strip("` ")) for paper, eq, _, targets in rows for target in targets.split(",")]

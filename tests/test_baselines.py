@@ -6,13 +6,13 @@ import asyncio
 import json
 
 import pytest
-from test_serialize import good_rubrics, tiny_tree
-from test_synthesis import QUESTION, replay_client
 
 from rubricforge.config import Config
 from rubricforge.pipelines.tree.rules import check_rules
 from rubricforge.rubric_gen.baselines import BaselineOutput, baseline_candidate
 from rubricforge.rubric_gen.prompting import PROMPTS
+from support.replay_client import replay_client
+from support.trees import QUESTION, good_rubrics, tiny_tree
 
 
 def _rubrics(**per_id) -> list[dict]:

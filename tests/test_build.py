@@ -5,7 +5,7 @@ marked ``"note": "hand-written"`` (tree 1's merge and the verifier's KEEP on it,
 that a candidate passes the rule checks and the build exports a row; the replay backend answers only
 from it. Re-record after a prompt or pipeline change (about 15 minutes on 2 cores)::
 
-    .venv/bin/python tests/test_build.py --record
+    PYTHONPATH=tests .venv/bin/python tests/test_build.py --record
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import derive
 from rubricforge.config import Config, load_config
 from rubricforge.errors import UserError
 from rubricforge.jobs.tree import build_dataset
 from rubricforge.pipelines.prompting import prompt_hashes
+from support.config import derive
 from support.kill import run_killed
 from support.replayed import RECORDING, SETTINGS, keys, lines, replay
 
@@ -162,7 +162,7 @@ def test_budget_exhaustion_stops_cleanly_and_a_rerun_finishes(small_index_cfg, r
 def test_a_model_that_returns_garbage_gets_a_clear_message(small_index_cfg, tmp_path):
     """A real litellm backend talking to a model server that answers every request with prose."""
     from rubricforge.testing import FakeOpenAI, Reply
-    from llm_fakes import litellm_llm_config
+    from support.llm_fakes import litellm_llm_config
 
     run = tmp_path / "run"
     with FakeOpenAI([Reply("Sure! Here is a great answer: the topic is very interesting.")]) as server:
@@ -299,7 +299,7 @@ def record() -> None:
     """
     import tempfile
 
-    from conftest import RECORDED_WITH, write_small_corpus
+    from support.config import RECORDED_WITH, write_small_corpus
     from rubricforge.corpora.indexing import build_index
     from rubricforge.llm import LLMClient
     from rubricforge.llm.cache import ResponseCache
@@ -350,7 +350,6 @@ def handwritten_verify_key(cfg: Config, run_dir: Path) -> str:
 
 
 if __name__ == "__main__" and "--record" in sys.argv:
-    sys.path.insert(0, str(Path(__file__).parent))
     record()
 
 

@@ -1,6 +1,6 @@
 """The main job against a faulty OpenAI-compatible server: transient failures are not finished work.
 
-The fake model (``tests/pipeline_fake.py``) answers from the prompt alone, so two runs over the same trees
+The fake model (``tests/support/pipeline_fake.py``) answers from the prompt alone, so two runs over the same trees
 get the same answers; :class:`Faulty` injects 429 / 500 / 503 / empty ``choices`` / dropped connections.
 """
 
@@ -11,24 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import derive
-from rubricforge.testing import FakeOpenAI, Reply
-from llm_fakes import litellm_llm_config
-from pipeline_fake import Faulty, pipeline_answer
-from rubricforge.config import Config
 from rubricforge.errors import ItemsFailed
 from rubricforge.jobs.tree import build_dataset
 from rubricforge.rundir import StageLog
-
-N_TREES = 3
-
-
-def _cfg(base: Config, tmp_path, server: FakeOpenAI, run: str) -> Config:
-    # the fake model's question asks about "facets that remain open", which no rubric checks: no coverage test here
-    data = derive(base, f"run_dir={tmp_path / run}", f"build.n_trees={N_TREES}", "build.max_nodes=4",
-                  "build.tree_concurrency=3", "build.check_coverage=false").model_dump(mode="json")
-    data["llm"] = {**data["llm"], **litellm_llm_config(tmp_path, server, max_retries=1, concurrency=8)}
-    return Config.model_validate(data)
+from rubricforge.testing import FakeOpenAI
+from support.config import derive
+from support.pipeline_fake import N_TREES, CutOneRoot, Faulty, pipeline_answer, pipeline_cfg
 
 
 def _rows(result) -> list[dict]:
@@ -38,12 +26,12 @@ def _rows(result) -> list[dict]:
 
 def test_faults_then_a_healthy_rerun_give_the_clean_runs_dataset(small_index_cfg, tmp_path):
     with FakeOpenAI(responder=pipeline_answer, keep_requests=False) as healthy:
-        clean = build_dataset(_cfg(small_index_cfg, tmp_path / "clean", healthy, "run"), progress=False)
+        clean = build_dataset(pipeline_cfg(small_index_cfg, tmp_path / "clean", healthy, "run"), progress=False)
     assert clean.rows == N_TREES
 
     faulty = Faulty(rate=0.5, seed=3)
     with FakeOpenAI(responder=faulty, keep_requests=False) as server:
-        cfg = _cfg(small_index_cfg, tmp_path / "faulty", server, "run")
+        cfg = pipeline_cfg(small_index_cfg, tmp_path / "faulty", server, "run")
         with pytest.raises(ItemsFailed) as err:
             build_dataset(cfg, progress=False)
         line = str(err.value)
@@ -70,32 +58,11 @@ def test_faults_then_a_healthy_rerun_give_the_clean_runs_dataset(small_index_cfg
     assert _rows(resumed) == _rows(clean)
 
 
-class CutOneRoot:
-    """The pipeline fake, except that one tree's root decomposition gets an answer that is not JSON (and so
-    stays invalid through the re-prompts) while the request carries a seed in ``bad_seeds``."""
-
-    def __init__(self, bad_seeds: set[int]):
-        self.bad_seeds, self.root = bad_seeds, None
-        self.invalid = 0
-        self.seeds: list[tuple[str, int | None]] = []  # (output name, seed) of every request
-
-    def __call__(self, body: dict) -> Reply:
-        name = body["response_format"]["json_schema"]["name"]
-        self.seeds.append((name, body.get("seed")))
-        first = body["messages"][0]["content"]
-        if name.startswith("Proposal") and "(none: this is the root)" in first:
-            self.root = self.root or first
-            if first == self.root and body.get("seed") in self.bad_seeds:
-                self.invalid += 1
-                return Reply(content="Sub-queries: none, sorry.")
-        return pipeline_answer(body)
-
-
 def test_a_tree_cut_by_invalid_answers_fails_the_run_exports_the_rest_as_partial_then_is_rebuilt(small_index_cfg,
                                                                                                  tmp_path):
     cut = CutOneRoot(bad_seeds={0})
     with FakeOpenAI(responder=cut, keep_requests=False) as server:
-        cfg = derive(_cfg(small_index_cfg, tmp_path, server, "run"), "build.n_trees=2")
+        cfg = derive(pipeline_cfg(small_index_cfg, tmp_path, server, "run"), "build.n_trees=2")
         with pytest.raises(ItemsFailed) as err:
             build_dataset(cfg, progress=False)
         line = str(err.value)
@@ -133,7 +100,7 @@ def test_a_tree_cut_by_invalid_answers_fails_the_run_exports_the_rest_as_partial
 def test_a_tree_still_cut_after_its_rebuilds_is_counted_and_kept_or_dropped(small_index_cfg, tmp_path, drop):
     cut = CutOneRoot(bad_seeds={0, 1})
     with FakeOpenAI(responder=cut, keep_requests=False) as server:
-        cfg = derive(_cfg(small_index_cfg, tmp_path, server, "run"), "build.n_trees=2",
+        cfg = derive(pipeline_cfg(small_index_cfg, tmp_path, server, "run"), "build.n_trees=2",
                      "build.invalid_answer_retries=1", f"build.drop_incomplete_trees={str(drop).lower()}")
         with pytest.raises(ItemsFailed):
             build_dataset(cfg, progress=False)

@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from rubricforge.testing import FakeOpenAI, Reply
 from support.cli import assert_user_error, cli
+from support.paths import ROOT
 from support.replayed import replay_args
 
 
@@ -76,11 +76,11 @@ def test_build_then_view_on_replayed_answers(small_index_cfg, tmp_path):
 
 
 def test_readme_opens_with_the_two_make_commands():
-    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
     block = readme.split("```bash", 1)[1].split("```", 1)[0]
     commands = [line.split("#")[0].strip() for line in block.strip().splitlines()]
     assert commands == ["make run", "make test"]
-    ci = (Path(__file__).parents[1] / ".ci" / "run").read_text(encoding="utf-8")
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert "make test" in ci
 
 

@@ -7,12 +7,12 @@ import json
 
 import pytest
 
-from rubricforge.testing import FakeOpenAI
-from reward_fixtures import EXAMPLE
 from rubricforge.corpora.loaders import iter_json_lines
 from rubricforge.corpora.rejects import Rejects
 from rubricforge.errors import UserError
+from rubricforge.testing import FakeOpenAI
 from support.cli import assert_user_error, cli
+from support.reward_fixtures import EXAMPLE
 
 
 def _no_work_done(run_dir) -> bool:

@@ -7,15 +7,16 @@ import json
 from pathlib import Path
 
 import pytest
-from exchanged_formats import RESEARCHRUBRICS, RUBRICHUB, VERLRUBRIC
-from support.cli import assert_user_error, cli
 
 from rubricforge.errors import UserError
 from rubricforge.export.convert import FORMATS, convert_file, detect_format, read_records, to_rubricforge_rows
 from rubricforge.export.convert.drb import RACE_FIELDS
 from rubricforge.rewards.rubric_reward import criteria_from, criterion_text
+from support.cli import assert_user_error, cli
+from support.exchanged_formats import RESEARCHRUBRICS, RUBRICHUB, VERLRUBRIC
+from support.paths import DATA
 
-DATA = Path(__file__).parent / "data" / "formats"
+DATA = DATA / "formats"
 DRB = DATA / "drb_criteria.jsonl"
 RUBRIC_FORMATS = ("drtulu", "openinstruct", "deeprubric", "rar", "healthbench", "rubrichub", "researchrubrics",
                   "verlrubric", "verl", "trl", "rubricforge")
@@ -282,7 +283,7 @@ def test_the_judge_sees_type_and_evidence_only_through_views_that_keep_them(tmp_
     """The README's scoring table: a rubricforge row shows the judge each criterion's type and a factual one's
     evidence; the same row through the DR Tulu view shows its title and description only (the format has
     no place for more), which is why the two views score the same responses differently."""
-    from reward_fixtures import EXAMPLE
+    from support.reward_fixtures import EXAMPLE
     from rubricforge.export.convert import get_format
     from rubricforge.rewards.rubric_reward import criteria_from, criterion_text
 

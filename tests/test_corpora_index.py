@@ -11,11 +11,11 @@ import pytest
 
 from rubricforge.config import CorpusConfig, load_config
 from rubricforge.corpora import faiss_index
-from rubricforge.corpora.indexing import build_index
 from rubricforge.corpora.chunking import chunk_document
 from rubricforge.corpora.embedding import Embedder, Shards, passage_input, prefetched
 from rubricforge.corpora.gpu_search import TorchExactSearch, cuda_available, faiss_topk, use_gpu
 from rubricforge.corpora.index_store import CorpusIndex
+from rubricforge.corpora.indexing import build_index
 from rubricforge.corpora.loaders import open_source
 from rubricforge.corpora.rejects import Rejects
 from rubricforge.errors import UserError

@@ -15,10 +15,6 @@ import numpy as np
 import pytest
 import yaml
 
-from exchanged_formats import RESEARCHRUBRICS, RUBRICHUB, VERLRUBRIC
-from rubricforge.testing import FakeOpenAI, Reply
-from llm_fakes import litellm_llm_config
-from reward_fixtures import EXAMPLE, RACE, SCRIPTED_JUDGE
 from rubricforge.config import load_config
 from rubricforge.corpora.rejects import Rejects
 from rubricforge.errors import UserError
@@ -29,10 +25,15 @@ from rubricforge.evaluation.tasks import load_reports, load_tasks, report_text, 
 from rubricforge.jobs.evaluate import compare, evaluate
 from rubricforge.rewards.race import PointwiseJudgement, score_pointwise
 from rubricforge.schema import RaceRubrics
+from rubricforge.testing import FakeOpenAI, Reply
 from support.cli import assert_user_error, cli
+from support.exchanged_formats import RESEARCHRUBRICS, RUBRICHUB, VERLRUBRIC
+from support.llm_fakes import litellm_llm_config
+from support.paths import DATA
+from support.reward_fixtures import EXAMPLE, RACE, SCRIPTED_JUDGE
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
-DATA = Path(__file__).parent / "data"
+DATA = DATA
 DRB_TASKS = DATA / "formats" / "drb_criteria.jsonl"  # tasks 1, 46, 51, 75
 DRB_REPORTS = DATA / "eval" / "drb_claude-3-7-sonnet-latest.jsonl"  # reports of tasks 1, 51, 75
 POINTS = {"comprehensiveness": 8, "insight": 6, "instruction_following": 4, "readability": 2}
@@ -284,7 +285,7 @@ def test_citation_support_against_the_corpus_and_format_compliance(tmp_path, sma
     unknown id is left out; the scripted judge says "Fully supported" for one statement (supported) and
     "Partially supported" for the other (not): precision 1/2, one supported citation. A report without cites
     has no precision (left out, not 0); malformed cite markup fails the format check."""
-    from reward_fixtures import SUPPORT
+    from support.reward_fixtures import SUPPORT
     from rubricforge.corpora.index_store import CorpusIndex
     from rubricforge.corpora.snippets import stable_id
     from rubricforge.evaluation.citations import CorpusCitations

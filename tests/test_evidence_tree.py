@@ -16,14 +16,14 @@ from typing import Any
 
 import pytest
 
-from conftest import derive
 from rubricforge.corpora.index_store import CorpusIndex
 from rubricforge.corpora.tools import ToolBox
 from rubricforge.llm import LLMResult
-from rubricforge.pipelines.tree.evidence_tree import TreeBuilder, branching_for, grounding_model, proposal_model
 from rubricforge.pipelines.prompting import render
+from rubricforge.pipelines.tree.evidence_tree import TreeBuilder, branching_for, grounding_model, proposal_model
 from rubricforge.pipelines.tree.seeds import Seed, sample_seeds
 from rubricforge.schema import EvidenceTree
+from support.config import derive
 
 
 def _quoted(label: str, prompt: str) -> str:

@@ -10,8 +10,6 @@ import json
 import re
 
 import pytest
-from rubricforge.testing import FakeOpenAI, Reply
-from llm_fakes import litellm_llm_config
 
 from rubricforge.config import load_config
 from rubricforge.errors import UserError
@@ -21,7 +19,9 @@ from rubricforge.rewards.judging import Judge
 from rubricforge.rewards.rubric_reward import criteria_from, criterion_text
 from rubricforge.rewards.scorer import RewardScorer, Rollout
 from rubricforge.rubric_gen.bank import RubricBank, RubricItem, TaskRubrics, prune, update_active
+from rubricforge.testing import FakeOpenAI, Reply
 from rubricforge.training.adaptive import DifficultyWeights, step_modes
+from support.llm_fakes import litellm_llm_config
 
 QUESTION = "What limits the range of electric cars in winter?"
 GOOD, OTHER = "Cold batteries lose capacity and cabin heating draws power.", "Winter is cold."
@@ -249,7 +249,7 @@ class LoopTrainer:
 
 
 def test_scheduler_is_stepped_by_training_metrics_and_resumes(tmp_path):
-    from reward_fixtures import EXAMPLE, ROLLOUT
+    from support.reward_fixtures import EXAMPLE, ROLLOUT
 
     from rubricforge.rewards.search_rl import CoefficientScheduler
     from rubricforge.training.adaptive import StepHooks
@@ -280,7 +280,7 @@ def test_scheduler_is_stepped_by_training_metrics_and_resumes(tmp_path):
 
 
 def test_orm_votes_come_from_each_configured_judge_role(tmp_path):
-    from reward_fixtures import EXAMPLE, ROLLOUT
+    from support.reward_fixtures import EXAMPLE, ROLLOUT
 
     def vote(body):
         return Reply(json.dumps({"rationale": "r", "correct": 0 if body["model"].endswith("b") else 1}))
@@ -313,7 +313,7 @@ def test_difficulty_sampler_draws_bins_by_weight_in_whole_groups():
 
 
 def test_no_tool_rows_leave_the_tool_rewards_out(tmp_path):
-    from reward_fixtures import EXAMPLE
+    from support.reward_fixtures import EXAMPLE
 
     answer = "<think>I know this.</think>\n<answer>It is 330 metres tall and was completed in 1889.</answer>"
     with FakeOpenAI(responder=lambda body: Reply(json.dumps({"score": 4}))) as server:

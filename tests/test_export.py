@@ -9,8 +9,6 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from fixtures_run import LEDGER, MODELS, make_run
-from support import drtulu
 
 from rubricforge.agent.prompt import agent_system_prompt, prompt_hash
 from rubricforge.errors import UserError
@@ -20,6 +18,8 @@ from rubricforge.export.stats import OTHER, primary_revision_reason
 from rubricforge.export.views import features
 from rubricforge.rundir import StageLog
 from rubricforge.schema import Verification
+from support import drtulu
+from support.fixtures_run import LEDGER, MODELS, make_run
 
 
 def _jsonl(path: Path) -> list[dict]:
@@ -277,7 +277,7 @@ def test_push_uses_the_environment_token_and_never_writes_it(tmp_path, monkeypat
 
 
 def test_exact_span_evidence_is_a_verbatim_statement_with_offsets_of_a_source_leaf():
-    from test_serialize import tiny_tree
+    from support.trees import tiny_tree
 
     from rubricforge.export.stats import exact_span_evidence
     from rubricforge.schema import Criterion

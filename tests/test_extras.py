@@ -13,8 +13,9 @@ import pytest
 
 from rubricforge.errors import UserError
 from rubricforge.extras import EXTRAS, needs
+from support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = ROOT
 OPTIONAL = {"torch", "sentence_transformers", "faiss", "llama_cpp", "datasets", "pyarrow", "networkx", "trl",
             "transformers", "prefect", "prefect_dask", "prefect_ray", "dask", "distributed", "fastapi", "uvicorn",
             "scipy", "sklearn", "ray", "vllm"}

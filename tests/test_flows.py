@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import derive
 from rubricforge.config import Config
 from rubricforge.errors import BudgetExceeded, UserError
 from rubricforge.jobs.tree import build_dataset as build_in_process
+from support.config import derive
 from support.replayed import KEEP_ALL, first_tree_recording, lines, replay, rows
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
@@ -204,7 +204,7 @@ def test_llm_concurrency_stays_within_the_model_limit_across_dask_workers(monkey
     import cloudpickle
 
     from rubricforge.testing import FakeOpenAI, Reply
-    from llm_fakes import litellm_llm_config
+    from support.llm_fakes import litellm_llm_config
 
     monkeypatch.setenv("PREFECT_API_URL", prefect_server)
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import this test module
@@ -228,7 +228,7 @@ def test_each_roles_limit_holds_across_dask_workers_when_roles_share_a_model_and
     import cloudpickle
 
     from rubricforge.testing import FakeOpenAI, Reply
-    from llm_fakes import litellm_llm_config
+    from support.llm_fakes import litellm_llm_config
 
     monkeypatch.setenv("PREFECT_API_URL", prefect_server)
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import this test module
@@ -254,11 +254,11 @@ def test_a_cut_tree_is_rebuilt_by_its_task_retry_and_a_still_cut_one_fails_the_f
         small_index_cfg, tmp_path):
     from rubricforge.testing import FakeOpenAI
     from rubricforge.errors import ItemsFailed
-    from test_build_faults import CutOneRoot, _cfg
+    from support.pipeline_fake import CutOneRoot, pipeline_cfg
 
     cut = CutOneRoot(bad_seeds={0, 1})  # the first build and the task's one retry are both cut
     with FakeOpenAI(responder=cut, keep_requests=False) as server:
-        cfg = derive(_cfg(small_index_cfg, tmp_path, server, "run"), "build.n_trees=2", "runner.retry_delay_s=0",
+        cfg = derive(pipeline_cfg(small_index_cfg, tmp_path, server, "run"), "build.n_trees=2", "runner.retry_delay_s=0",
                      "runner.task_retries=1", "build.invalid_answer_retries=2")
         with pytest.raises(ItemsFailed) as err:
             run_flow(cfg, tmp_path)

@@ -19,9 +19,10 @@ import yaml
 
 from rubricforge.jobs.tree import build_dataset as build_in_process
 from support.net import free_port
+from support.paths import ROOT
 from support.replayed import KEEP_ALL, replay, rows
 
-ROOT = Path(__file__).parents[1]
+ROOT = ROOT
 PREFECT = str(Path(sys.executable).with_name("prefect"))
 
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from support.paths import ROOT
 
 pytest.importorskip("faiss")
 pytest.importorskip("torch")
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_retrieval.py"
+BENCH = ROOT / "benchmarks" / "gpu_retrieval.py"
 
 
 def test_torch_search_matches_faiss_and_ratios_use_the_scaled_baseline(tmp_path):

@@ -7,14 +7,14 @@ import asyncio
 import json
 
 import pytest
-from rubricforge.testing import FakeOpenAI, Reply
-from llm_fakes import litellm_llm_config
 
 from rubricforge.config import Config
 from rubricforge.rewards.hote import proposer_reward
 from rubricforge.rubric_gen.bank import RubricItem, TaskRubrics
 from rubricforge.rubric_gen.meta_rubrics import combinations, meta_rubrics, weaknesses
+from rubricforge.testing import FakeOpenAI, Reply
 from rubricforge.training.adaptive import TOOL, step_modes
+from support.llm_fakes import litellm_llm_config
 
 
 def test_eq5_spec_examples():

@@ -5,7 +5,7 @@ The model answers come from ``tests/data/recordings/kg_linked.jsonl``, recorded 
 embedded model (Qwen2.5-Coder-0.5B) over this file's linked corpus; the replay backend answers only
 from it. Re-record after a prompt or pipeline change (a few minutes on 2 cores)::
 
-    .venv/bin/python tests/test_kg_build.py --record
+    PYTHONPATH=tests .venv/bin/python tests/test_kg_build.py --record
 
 The corpus: 120 articles of the default corpus reached breadth-first over title links from "Mount
 Everest" (hubs of more than 40 links left out), so the link graph is dense enough to sample from.
@@ -21,13 +21,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import RECORDED_WITH, derive
 from rubricforge.config import Config
 from rubricforge.errors import UserError
 from support.cli import cli
+from support.config import RECORDED_WITH, derive
 from support.kill import run_killed
+from support.paths import DATA
 
-RECORDING = Path(__file__).parent / "data" / "recordings" / "kg_linked.jsonl"
+RECORDING = DATA / "recordings" / "kg_linked.jsonl"
 SETTINGS = ("kg.extract_passages=2", "kg.n_paths=3", "kg.hops=[2,1,1]", "kg.branch_every=3", "kg.sample_attempts=300")
 SEED_TITLE, N_DOCS, MAX_DEGREE = "Mount Everest", 120, 40
 
@@ -89,7 +90,6 @@ def record() -> None:
 
 
 if __name__ == "__main__" and "--record" in sys.argv:
-    sys.path.insert(0, str(Path(__file__).parent))
     record()
 
 

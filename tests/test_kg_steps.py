@@ -10,7 +10,6 @@ import json
 
 import pytest
 import yaml
-from support import drtulu
 
 from rubricforge.llm.client import LLMResult
 from rubricforge.pipelines.kg.extract import extract
@@ -19,6 +18,7 @@ from rubricforge.pipelines.kg.longform import write_longform
 from rubricforge.pipelines.kg.questions import answer_words_in, facts, uncovered_hops, write_question
 from rubricforge.rubric_gen.race import LongFormAnswer, to_race
 from rubricforge.schema import KGEdge, KGExample, KGPath, Passage, Snippet
+from support import drtulu
 
 
 class Scripted:

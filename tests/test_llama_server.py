@@ -12,23 +12,23 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import httpx
 import pytest
 
-from conftest import derive
 from rubricforge.config import Config
 from rubricforge.llm.check import check_roles
 from rubricforge.llm.local_model import ensure_model
 from rubricforge.pipelines.tree.run import STAGES
+from support.config import derive
 from support.net import free_port
+from support.paths import TESTS
 from support.replayed import lines
 
 pytestmark = pytest.mark.slow
 MODEL = "qwen2.5-coder-0.5b-instruct-q4"
 ALIAS = "qwen-0.5b"
-TESTS = Path(__file__).parent
+
 
 
 @pytest.fixture(scope="module")

@@ -7,16 +7,16 @@ import asyncio
 import subprocess
 import sys
 import threading
-from pathlib import Path
 
 from pydantic import BaseModel
 
-from rubricforge.testing import FakeOpenAI, Reply
-from llm_fakes import litellm_llm_config
 from rubricforge.config import LLMConfig
 from rubricforge.llm import LLMClient
 from rubricforge.llm.cache import ResponseCache
 from rubricforge.llm.request import Completion, Request
+from rubricforge.testing import FakeOpenAI, Reply
+from support.llm_fakes import litellm_llm_config
+from support.paths import ROOT
 
 MSG = [{"role": "user", "content": "What is the capital of France?"}]
 
@@ -115,7 +115,7 @@ def test_concurrent_writers_in_threads_and_processes_share_one_file(tmp_path):
     path = tmp_path / "c.sqlite"
     shared = ResponseCache(path)
     procs = [subprocess.Popen([sys.executable, "-c", _WRITER, str(path), f"proc{n}"],
-                              cwd=Path(__file__).resolve().parents[1]) for n in range(2)]
+                              cwd=ROOT) for n in range(2)]
     errors: list[BaseException] = []
 
     def writer(tag: str, cache: ResponseCache) -> None:

@@ -8,13 +8,13 @@ import json
 
 import pytest
 
-from rubricforge.testing import FakeOpenAI, Reply
-from llm_fakes import Capital, litellm_llm_config
 from rubricforge.config import LLMConfig
 from rubricforge.llm import LLMClient
 from rubricforge.llm.client import transient_failures
 from rubricforge.llm.errors import Unavailable
 from rubricforge.rundir import StageLog
+from rubricforge.testing import FakeOpenAI, Reply
+from support.llm_fakes import Capital, litellm_llm_config
 
 MSG = [{"role": "user", "content": "What is the capital of France?"}]
 KEY = "sk-live-0123456789abcdefSECRETxyz"

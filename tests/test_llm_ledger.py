@@ -8,11 +8,11 @@ import asyncio
 import pytest
 from pydantic import BaseModel
 
-from rubricforge.testing import FakeOpenAI, Reply
-from llm_fakes import litellm_llm_config
 from rubricforge.config import LLMConfig
 from rubricforge.errors import BudgetExceeded, UserError
 from rubricforge.llm import LLMClient
+from rubricforge.testing import FakeOpenAI, Reply
+from support.llm_fakes import litellm_llm_config
 
 MSG = [{"role": "user", "content": "What is the capital of France?"}]
 

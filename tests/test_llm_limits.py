@@ -6,11 +6,11 @@ import asyncio
 
 import pytest
 
-from rubricforge.testing import FakeOpenAI
-from llm_fakes import litellm_llm_config
 from rubricforge.config import Config, LLMConfig
 from rubricforge.llm import limits
 from rubricforge.llm.check import check_roles
+from rubricforge.testing import FakeOpenAI
+from support.llm_fakes import litellm_llm_config
 
 
 @pytest.fixture

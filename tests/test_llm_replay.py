@@ -8,13 +8,13 @@ import json
 import pytest
 from pydantic import BaseModel
 
-from rubricforge.testing import FakeOpenAI, Reply
-from llm_fakes import litellm_llm_config
 from rubricforge.config import LLMConfig
 from rubricforge.errors import UserError
 from rubricforge.llm import LLMClient, ReplayMiss
 from rubricforge.llm.recording import entry
 from rubricforge.llm.request import Completion
+from rubricforge.testing import FakeOpenAI, Reply
+from support.llm_fakes import litellm_llm_config
 
 
 class Capital(BaseModel):

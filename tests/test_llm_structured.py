@@ -8,11 +8,11 @@ import asyncio
 import pytest
 from pydantic import BaseModel, Field
 
-from rubricforge.testing import FakeOpenAI, Reply
-from llm_fakes import litellm_llm_config
 from rubricforge.config import LLMConfig
 from rubricforge.llm import LLMClient
 from rubricforge.llm.structured import extract_json, parse
+from rubricforge.testing import FakeOpenAI, Reply
+from support.llm_fakes import litellm_llm_config
 
 MSG = [{"role": "user", "content": "Name the capital of France and two facts."}]
 

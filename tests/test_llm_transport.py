@@ -8,11 +8,11 @@ import threading
 
 import pytest
 
-from rubricforge.testing import FakeOpenAI, Reply
-from llm_fakes import Capital, litellm_llm_config
 from rubricforge.config import LLMConfig
 from rubricforge.llm import LLMClient
 from rubricforge.llm.limits import CrossLoopSemaphore
+from rubricforge.testing import FakeOpenAI, Reply
+from support.llm_fakes import Capital, litellm_llm_config
 
 MSG = [{"role": "user", "content": "What is the capital of France?"}]
 

@@ -81,7 +81,7 @@ class _Sampler:
 def test_rollouts_sample_with_the_mams_workflow(small_index_cfg, tmp_path):
     import json
 
-    from conftest import derive
+    from support.config import derive
 
     from rubricforge.training.rollouts import sample_rollouts
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from support.cli import cli
 
 from rubricforge import config as config_module
 from rubricforge.config import Config, load_config
 from rubricforge.corpora.catalog import list_indexes
 from rubricforge.corpora.indexing import build_index
 from rubricforge.corpora.tools import ToolBox
+from support.cli import cli
 
 DOCS = [{"id": "d1", "title": "Basalt", "text": "Basalt is a fine-grained volcanic rock formed from rapidly cooled lava."},
         {"id": "d2", "title": "Sourdough", "text": "Sourdough bread is leavened by wild yeast and lactobacilli."},

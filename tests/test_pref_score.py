@@ -7,15 +7,15 @@ import asyncio
 import json
 
 import pytest
-from rubricforge.testing import FakeOpenAI
-from llm_fakes import litellm_llm_config
-from pref_fakes import APP_I, PREFS_JUDGE
 
 from rubricforge.config import Config
 from rubricforge.rewards import pref_metrics as pm
 from rubricforge.rewards.pref_score import Rating, preference_reward, report_score, weighted_score
 from rubricforge.rubric_gen.pref_rubrics import parse_rubric_items, pref_criteria, pref_format_reward
 from rubricforge.schema import Criterion
+from rubricforge.testing import FakeOpenAI
+from support.llm_fakes import litellm_llm_config
+from support.pref_fakes import APP_I, PREFS_JUDGE
 
 
 def _criteria(weights):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -13,8 +12,9 @@ from typer.testing import CliRunner
 from rubricforge.cli import app
 from rubricforge.corpora.rejects import Rejects
 from rubricforge.pipelines import preferences as prefs
+from support.paths import DATA
 
-FIXTURE = Path(__file__).parent / "data" / "prefs" / "drb_report_56.jsonl"
+FIXTURE = DATA / "prefs" / "drb_report_56.jsonl"
 
 
 def _row(i: int, topic: str = "A", **extra) -> dict:

@@ -75,7 +75,7 @@ def test_embedding_similarity_and_dedup_with_the_real_model(tmp_path):
 
 
 def test_the_export_drops_contaminated_rows_and_the_card_says_so(tmp_path):
-    from fixtures_run import make_run
+    from support.fixtures_run import make_run
     from rubricforge.export import export_dataset
     from rubricforge.export.run import load_run
 
@@ -97,9 +97,9 @@ def test_the_export_drops_contaminated_rows_and_the_card_says_so(tmp_path):
 def test_learnability_scores_a_closed_book_answer_with_the_examples_own_rubric(tmp_path):
     """The generator answers closed-book; the judge scores the answer with the example's rubric. The first
     example's answer meets every criterion (score 1.0 ≥ 0.8: too easy, dropped), the second's meets none."""
-    from fixtures_run import make_run
+    from support.fixtures_run import make_run
     from rubricforge.testing import FakeOpenAI
-    from llm_fakes import litellm_llm_config
+    from support.llm_fakes import litellm_llm_config
     from rubricforge.export import export_dataset
     from rubricforge.export.run import load_run
 
@@ -135,7 +135,7 @@ def test_a_judge_that_fails_leaves_learnability_unscored_never_flagged(tmp_path)
     import asyncio
 
     from rubricforge.testing import FakeOpenAI, Reply
-    from llm_fakes import litellm_llm_config
+    from support.llm_fakes import litellm_llm_config
     from rubricforge.rewards.learnability import learnability
 
     rubrics = [{"id": "c1", "type": "logical", "description": "Explains it", "weight": 1.0}]

@@ -6,12 +6,12 @@ from __future__ import annotations
 import ast
 import inspect
 import re
-from pathlib import Path
 
 from rubricforge.rewards.registry import ALL, COLUMNS, GROUPS, PAPERS, equation_numbers, registered
 from rubricforge.rewards.scorer import RewardScorer
+from support.paths import ROOT
 
-PACKAGE = Path(__file__).resolve().parents[1] / "rubricforge"
+PACKAGE = ROOT / "rubricforge"
 PAPER = "|".join(re.escape(p) for p in PAPERS)
 # "MindDR Eq. 12", "HOTE's Eq. 2", "DeepRubric App. A.4, Eq. 14", "MindDR §5.2, Eqs. 6–9"
 CITATION = re.compile(rf"\b({PAPER})(?:'s)?[ ,]*(?:§[\d.]+,?\s*|App\. [\w.]+,?\s*)?(Eqs?\.\s*\d+(?:\s*(?:[–-]|,|and)\s*\d+)*)")

@@ -5,27 +5,27 @@ form's teacher trajectory searches a real index."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from conftest import derive
-from rubricforge.testing import FakeOpenAI, Reply
-from llm_fakes import litellm_llm_config
-from pref_fakes import REPORT_WRITER
 from typer.testing import CliRunner
 
 from rubricforge.agent.mams import MamsConfig
 from rubricforge.cli import app
-from rubricforge.errors import UserError
 from rubricforge.config import Config
+from rubricforge.errors import UserError
 from rubricforge.jobs.report_data import build_report_data, cut_tokens, outline_of
 from rubricforge.rewards.scorer import check_columns
 from rubricforge.rubric_gen.rubric_sets import read_race_file
 from rubricforge.schema import RaceRubrics
+from rubricforge.testing import FakeOpenAI, Reply
+from support.config import derive
+from support.llm_fakes import litellm_llm_config
+from support.paths import DATA
+from support.pref_fakes import REPORT_WRITER
 
-DRB_CRITERIA = Path(__file__).parent / "data" / "prefs" / "drb_criteria_sample.jsonl"
+DRB_CRITERIA = DATA / "prefs" / "drb_criteria_sample.jsonl"
 
 
 def test_report_rows_have_what_the_report_reward_reads(tmp_path):

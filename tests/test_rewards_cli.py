@@ -9,9 +9,9 @@ import pytest
 import yaml
 
 from rubricforge.testing import FakeOpenAI, Reply
-from llm_fakes import litellm_llm_config
-from reward_fixtures import EXAMPLE, ROLLOUT, SCRIPTED_JUDGE
 from support.cli import assert_user_error, cli
+from support.llm_fakes import litellm_llm_config
+from support.reward_fixtures import EXAMPLE, ROLLOUT, SCRIPTED_JUDGE
 
 
 @pytest.fixture()
@@ -122,7 +122,7 @@ def test_bad_input_is_one_line_and_exit_code_2(args, needles, files, tmp_path, m
 def test_score_reads_dr_tulu_rows_and_deeprubric_files(tmp_path):
     """Rows as DR Tulu and DeepRubric ship them (no id, no type) are scored; DR Tulu rows get their row number as
     id. A rollout with no known tags is reported instead of a silent 0."""
-    from reward_fixtures import QUESTION, RUBRICS
+    from support.reward_fixtures import QUESTION, RUBRICS
 
     drtulu = tmp_path / "drtulu.jsonl"
     truth = {"query": QUESTION, "rubrics": [{k: r[k] for k in ("description", "weight")} for r in RUBRICS]}

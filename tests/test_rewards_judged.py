@@ -1,4 +1,4 @@
-"""The judge-based rewards over a scripted OpenAI-compatible judge (tests/reward_fixtures.py): exact
+"""The judge-based rewards over a scripted OpenAI-compatible judge (tests/support/reward_fixtures.py): exact
 values of Eq. 4, A.4 and Eq. 5, RACE arithmetic, ORM majority votes, the tense LLM stage; unscored
 judges give None, never 0; judge calls are cached, concurrent and shared between TRL reward functions."""
 
@@ -9,9 +9,6 @@ import json
 
 import pytest
 
-from rubricforge.testing import FakeOpenAI, Reply
-from llm_fakes import litellm_llm_config
-from reward_fixtures import ANSWER, BAD, EXAMPLE, QUESTION, RACE, ROLLOUT, RUBRICS, S1, S2, SCRIPTED_JUDGE
 from rubricforge.config import load_config
 from rubricforge.errors import UserError
 from rubricforge.llm import LLMClient
@@ -25,6 +22,9 @@ from rubricforge.rewards.scorer import RewardScorer, Rollout
 from rubricforge.rewards.trl_rewards import reward_functions
 from rubricforge.rubric_gen.race import generate_race_rubrics
 from rubricforge.schema import RaceRubrics
+from rubricforge.testing import FakeOpenAI, Reply
+from support.llm_fakes import litellm_llm_config
+from support.reward_fixtures import ANSWER, BAD, EXAMPLE, QUESTION, RACE, ROLLOUT, RUBRICS, S1, S2, SCRIPTED_JUDGE
 
 SNIPPETS = {S1: "The Eiffel Tower is 330 metres tall.", S2: "It was completed in 1889 for the World's Fair."}
 

@@ -7,10 +7,10 @@ import asyncio
 
 import pytest
 
-from reward_fixtures import EXAMPLE, ROLLOUT
 from rubricforge.config import load_config
 from rubricforge.llm import LLMClient
 from rubricforge.rewards.scorer import RewardScorer, Rollout
+from support.reward_fixtures import EXAMPLE, ROLLOUT
 
 pytestmark = pytest.mark.slow
 

@@ -8,13 +8,13 @@ import json
 
 import pytest
 import yaml
-from rubricforge.testing import FakeOpenAI
-from llm_fakes import litellm_llm_config
-from pref_fakes import PREFS_JUDGE
 from typer.testing import CliRunner
 
 from rubricforge.cli import app
 from rubricforge.config import load_config
+from rubricforge.testing import FakeOpenAI
+from support.llm_fakes import litellm_llm_config
+from support.pref_fakes import PREFS_JUDGE
 
 QUERY = "Please generate an analysis report on common network failures."
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import pytest
-from test_serialize import good_rubrics, tiny_tree
 
 from rubricforge.config import Config
 from rubricforge.pipelines.tree.rules import (
@@ -17,6 +16,7 @@ from rubricforge.pipelines.tree.rules import (
 )
 from rubricforge.rubric_gen.baselines import retrieved_trace
 from rubricforge.schema import Candidate, Criterion, Snippet
+from support.trees import good_rubrics, tiny_tree
 
 CFG = Config()
 

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import derive
 from rubricforge.config import Config
 from rubricforge.errors import BudgetExceeded, UserError
 from rubricforge.jobs.base import ending, on_driver, retryable, status_of
 from rubricforge.rundir import RunDir, StageLog, read_json
 from rubricforge.schema import KGQuestion
+from support.config import derive
 
 
 def test_worker_shards_are_read_with_the_log_and_merged_into_it(tmp_path):

@@ -8,14 +8,14 @@ import asyncio
 import json
 
 import pytest
-from rubricforge.testing import FakeOpenAI, Reply
-from llm_fakes import litellm_llm_config
 
 from rubricforge.config import Config
 from rubricforge.rewards.score import (EmaBaseline, assess, check_citations, extract_conclusion,
                                        pairwise_consistency, score_report_reward, valid_citation_ratio, verified)
 from rubricforge.rubric_gen.score_dims import (DIMENSIONS, DimensionScheduler, Harness, default_selection,
                                                harness_due, parse_selection, refresh_harness, selection_messages)
+from rubricforge.testing import FakeOpenAI, Reply
+from support.llm_fakes import litellm_llm_config
 
 
 # ---------------------------------------------------------------- S-1

@@ -17,7 +17,7 @@ from rubricforge.corpora.server import MAX_TOPK, create_app, serve
 from rubricforge.corpora.tools import RetrievalError, ToolBox, is_tool_error
 from rubricforge.errors import UserError
 from support.net import free_port
-from test_tools import BAYEUX, ENGLISH_LIT, wiki_index_cfg, with_tools
+from support.wiki_index import BAYEUX, ENGLISH_LIT, wiki_index_cfg, with_tools
 
 pytestmark = pytest.mark.slow
 

@@ -11,9 +11,9 @@ import time
 import httpx
 import pytest
 
-from conftest import derive
-from support.net import free_port
 from rubricforge.corpora.server import create_app
+from support.config import derive
+from support.net import free_port
 
 LONE_SURROGATE = b'{"queries": ["bees \\ud800 dance"]}'
 

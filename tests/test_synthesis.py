@@ -1,7 +1,6 @@
 """Stage 2: the Fig. 11 prompt, the tolerant/strict output model, and synthesis through the LLM client.
 
-``replay_client`` writes a tiny hand-made recording and returns a client whose roles all use the
-replay backend; the verification and baseline tests use it too.
+The LLM answers come from :func:`support.replay_client.replay_client` (a tiny hand-made recording).
 """
 
 from __future__ import annotations
@@ -11,32 +10,16 @@ import json
 
 import pytest
 from pydantic import ValidationError
-from test_serialize import good_rubrics, tiny_tree
 
-from rubricforge.config import Config, LLMConfig
+from rubricforge.config import Config
 from rubricforge.llm import LLMClient
-from rubricforge.llm.recording import entry
-from rubricforge.llm.request import Completion
 from rubricforge.pipelines.tree.rules import check_rules
 from rubricforge.pipelines.tree.serialize import serialize_tree
 from rubricforge.pipelines.tree.synthesis import MergeOutput, RubricOut, candidate_id, merge_messages, synthesize, to_criteria
+from support.replay_client import Capture, replay_client
+from support.trees import QUESTION, good_rubrics, tiny_tree
 
-QUESTION = "Why do honey bee colonies matter for agriculture, and what threatens them?"
 SINGLE = Config.model_validate({"build": {"merge": "single"}})  # the paper's one-call merge (Fig. 11)
-
-
-def replay_client(tmp_path, calls: list[tuple[str, list[dict], type, str, object]]) -> LLMClient:
-    """A replay client answering each (role, messages, output model, stage) with the given answer
-    (a dict is recorded as its JSON text). No re-prompts: an unreadable answer fails at once."""
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    path = tmp_path / "recording.jsonl"
-    roles = {role: {"backend": "replay", "structured_retries": 0} for role in ("generator", "verifier", "judge")}
-    client = LLMClient(LLMConfig.model_validate({**roles, "replay_path": str(path), "cache_path": ""}))
-    lines = [entry(client.request(role, messages, output, stage),
-                   Completion(text=answer if isinstance(answer, str) else json.dumps(answer), completion_tokens=9))
-             for role, messages, output, stage, answer in calls]
-    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    return client
 
 
 def _serialized(cfg: Config) -> str:
@@ -133,24 +116,6 @@ STEP_ANSWERS = {
         {"fact_ids": ["F2", "F1"], "description": "Distinguishes well-established findings from disputed ones.",
          "importance": "low"}],
 }
-
-
-class Capture:
-    """Answers each stepwise call from ``answers`` (by stage, in order) and keeps the calls, so a replay
-    recording of exactly these requests can be written."""
-
-    def __init__(self, answers: dict[str, list]):
-        self.answers = {k: list(v) for k, v in answers.items()}
-        self.calls: list[tuple] = []
-
-    async def generate(self, role, messages, *, output, stage, **kw):
-        from rubricforge.llm import LLMResult
-
-        answer = self.answers[stage].pop(0)
-        self.calls.append((role, messages, output, stage, answer))
-        if isinstance(answer, str):  # unreadable: the first run stops here, as the replayed one will
-            return LLMResult(ok=False, value=None, text=answer, error="no JSON")
-        return LLMResult(ok=True, value=output.model_validate(answer), text=json.dumps(answer))
 
 
 def stepwise_client(tmp_path, answers=STEP_ANSWERS) -> LLMClient:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
+from support.paths import ROOT
 
 
 def _benchmark():
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "synthesis.py"
+    path = ROOT / "benchmarks" / "synthesis.py"
     spec = importlib.util.spec_from_file_location("synthesis_benchmark", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

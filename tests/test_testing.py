@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import asyncio
 
-from llm_fakes import Capital, litellm_llm_config
 from rubricforge.config import LLMConfig
 from rubricforge.llm import LLMClient
 from rubricforge.llm.request import STAGE_HEADER
 from rubricforge.testing import FakeOpenAI, Reply
+from support.llm_fakes import Capital, litellm_llm_config
 
 MSG = [{"role": "user", "content": "What is the capital of France?"}]
 

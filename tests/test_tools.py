@@ -1,7 +1,7 @@
 """The agent's tools (search / browse / scholar), snippet store and leakage guard.
 
 Index tests run over a real index (real embeddings, real FAISS) of the first 200 articles of the
-default corpus (built once per session by :func:`wiki_index_cfg`; test_server.py reuses it).
+default corpus (built once per session by :func:`support.wiki_index.wiki_index_cfg`; the server tests reuse it).
 """
 
 from __future__ import annotations
@@ -18,22 +18,11 @@ from rubricforge.corpora.snippets import SnippetStore, stable_id
 from rubricforge.corpora.tools import ERROR_PREFIX, RetrievalError, ToolBox, _defuse, is_tool_error
 from rubricforge.errors import UserError
 from rubricforge.schema import Snippet
+from support.wiki_index import BAYEUX, ENGLISH_LIT, wiki_index_cfg, with_tools
 
 ID = r"[swp][a-z2-7]{10}"
 SNIPPET_BLOCK = re.compile(rf"<snippet id=({ID})>Title: ([^\n]+)\nURL: (https://en\.wikipedia\.org/wiki/\S+)\n(.+?)</snippet>",
                            re.DOTALL)
-BAYEUX = "wiki-00071"  # "Bayeux Tapestry" in the packaged corpus
-ENGLISH_LIT = "wiki-00200"  # "English literature": the one article of the slice chunked in two passages
-
-
-def wiki_index_cfg(tmp_path_factory: pytest.TempPathFactory) -> Config:
-    """A config over the session's 200-article index; built on first use, reused (on disk) after."""
-    from rubricforge.corpora.indexing import build_index
-
-    root = tmp_path_factory.getbasetemp() / "tools-wiki-index"
-    cfg = load_config(None, ["corpus.limit=200", f"tools.index_dir={root}", "tools.top_k=3"], environ={})
-    build_index(cfg, progress=False)
-    return cfg
 
 
 @pytest.fixture(scope="session")
@@ -45,10 +34,6 @@ def wiki_cfg(tmp_path_factory) -> Config:
 def tools(wiki_cfg):
     with ToolBox.from_config(wiki_cfg) as tb:
         yield tb
-
-
-def with_tools(cfg: Config, **tools: object) -> Config:
-    return cfg.model_copy(update={"tools": cfg.tools.model_copy(update=tools)})
 
 
 def words_of(text: str, start: int, n: int) -> list[str]:

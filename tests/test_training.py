@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import derive
 
 from rubricforge.agent.prompt import agent_system_prompt
 from rubricforge.agent.tasks import training_rows
@@ -19,8 +18,9 @@ from rubricforge.training.grpo import grpo_args
 from rubricforge.training.presets import generation_args, preset_args, require_gpu
 from rubricforge.training.rewards import step_metrics
 from rubricforge.training.sft import sft_args
+from support.config import derive
+from support.paths import EXAMPLES
 
-DATA = Path(__file__).parent / "data" / "training" / "examples.jsonl"
 
 
 def write_rows(path: Path, rows: list[dict]) -> Path:
@@ -32,7 +32,7 @@ def write_rows(path: Path, rows: list[dict]) -> Path:
 
 
 def test_rows_get_the_agent_prompt_and_keep_their_columns():
-    rows = training_rows(DATA, ["composite"])
+    rows = training_rows(EXAMPLES, ["composite"])
     assert [r["id"] for r in rows] == ["ex-kubrick", "ex-seurat"]
     assert rows[0]["prompt"] == [{"role": "system", "content": agent_system_prompt()},
                                  {"role": "user", "content": rows[0]["question"]}]
@@ -126,7 +126,7 @@ def test_report_rl_keeps_its_prompts_and_trains_without_tools(tmp_path):
     from rubricforge.training.grpo import build_grpo
 
     with pytest.raises(UserError, match="Report-RL, which trains without tools") as err:
-        build_grpo(derive(Config(), "train.reward=report", "evolve.modes=no_tool"), DATA, "unused")
+        build_grpo(derive(Config(), "train.reward=report", "evolve.modes=no_tool"), EXAMPLES, "unused")
     assert "leave evolve.modes at its default" in err.value.fix
 
 
@@ -145,7 +145,7 @@ def test_judge_cost_before_the_first_step_and_the_budget_stop(tmp_path):
     from rubricforge.training.cost import grpo_cost
     from rubricforge.training.grpo import build_grpo
 
-    rows = training_rows(DATA, [])
+    rows = training_rows(EXAMPLES, [])
     rubrics = sum(len(r["rubrics"]) for r in rows) / len(rows)
     priced = {"backend": "litellm", "model": "openai/gpt-4o-mini", "max_tokens": 100}
     cfg = Config.model_validate({"llm": {"judge": priced}, "train": {"preset": "cpu"}})
@@ -161,7 +161,7 @@ def test_judge_cost_before_the_first_step_and_the_budget_stop(tmp_path):
 
     capped = derive(cfg, "llm.max_cost_usd=0.01", "train.grpo_args={max_steps: 30, max_completion_length: 4096}")
     with pytest.raises(UserError, match=r"the judge may cost up to \$[0-9.]+ over 30 steps .* llm.max_cost_usd = \$0.01"):
-        build_grpo(capped, DATA, str(tmp_path / "no-model-needed"))
+        build_grpo(capped, EXAMPLES, str(tmp_path / "no-model-needed"))
 
 
 def test_gpu_presets_say_so_without_a_gpu():
@@ -287,7 +287,7 @@ def test_reasoning_content_from_trls_parser_is_a_thought():
 
 def test_the_composite_is_none_for_trl_when_the_judge_is_down(tmp_path):
     from rubricforge.testing import FakeOpenAI, Reply
-    from llm_fakes import litellm_llm_config
+    from support.llm_fakes import litellm_llm_config
 
     from rubricforge.llm import LLMClient
     from rubricforge.rewards.scorer import RewardScorer
@@ -298,7 +298,7 @@ def test_the_composite_is_none_for_trl_when_the_judge_is_down(tmp_path):
         cfg = Config.model_validate({"llm": litellm_llm_config(tmp_path, server, max_retries=0)})
         client = LLMClient(cfg.llm)
         fn = grpo_reward(RewardScorer(cfg, client), "composite")
-        rows = json.loads(DATA.read_text().splitlines()[0])
+        rows = json.loads(EXAMPLES.read_text().splitlines()[0])
         completion = [{"role": "assistant", "content": "<think>x</think><answer>Kubrick.</answer>"}]
 
         async def go():
@@ -323,9 +323,9 @@ def test_cli_errors_are_one_line_and_name_the_fix(tmp_path):
     no_rubrics = write_rows(tmp_path / "d.jsonl", [{"id": "a", "question": "q"}])
     assert_user_error(cli("train", "grpo", "--dataset", str(no_rubrics), "--model", "m", "--preset", "cpu"),
                       "has no 'rubrics' column", "train.reward")
-    assert_user_error(cli("train", "grpo", "--dataset", str(DATA), "--model", str(tmp_path / "none"), "--preset", "cpu"),
+    assert_user_error(cli("train", "grpo", "--dataset", str(EXAMPLES), "--model", str(tmp_path / "none"), "--preset", "cpu"),
                       "cannot load the tokenizer")
-    assert_user_error(cli("train", "grpo", "--dataset", str(DATA), "--model", "m", "--set", "train.loss=ppo"),
+    assert_user_error(cli("train", "grpo", "--dataset", str(EXAMPLES), "--model", "m", "--set", "train.loss=ppo"),
                       "train.loss")
     assert_user_error(cli("train", "sft", "--data", str(tmp_path / "none.jsonl"), "--model", "m"), "not found")
     assert_user_error(cli("rollouts", "sample", "--dataset", str(no_rubrics), "--model", str(tmp_path / "none"),

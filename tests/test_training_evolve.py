@@ -1,4 +1,4 @@
-"""`train grpo` with training that adapts, on CPU with the tiny local Qwen2 model (tests/tiny_qwen.py):
+"""`train grpo` with training that adapts, on CPU with the tiny local Qwen2 model (tests/support/tiny_qwen.py):
 
 * two GRPO steps with an evolving rubric bank and HOTE's Eq. 2 reward: the scripted judge proposes rubrics
   at each step's update; the bank after step 1 holds them, step 2's judge calls and rewards use them, a
@@ -20,11 +20,12 @@ import re
 from pathlib import Path
 
 import pytest
-from rubricforge.testing import FakeOpenAI, Reply
-from test_training_grpo import DATA, train_cfg
-from training_fakes import ScriptedPolicy, LENIENT_JUDGE
 
 from rubricforge.config import Config
+from rubricforge.testing import FakeOpenAI, Reply
+from support.paths import EXAMPLES
+from support.training_fakes import ScriptedPolicy, LENIENT_JUDGE
+from support.training_fakes import train_cfg
 
 pytestmark = pytest.mark.slow
 CITES = "Cites a retrieved snippet"
@@ -32,7 +33,7 @@ CITES = "Cites a retrieved snippet"
 
 def one_task(tmp_path: Path) -> Path:
     """The first training example, its rubrics in DR Tulu's {title, description, weight} form."""
-    row = json.loads(DATA.read_text().splitlines()[0])
+    row = json.loads(EXAMPLES.read_text().splitlines()[0])
     row["rubrics"] = [{"title": r["description"][:30], "description": r["description"], "weight": r["weight"]}
                       for r in row["rubrics"]]
     path = tmp_path / "one.jsonl"
@@ -131,7 +132,7 @@ def test_hybrid_step_routes_each_task_to_its_environment(small_index_cfg, tiny_m
         cfg = train_cfg(small_index_cfg, tmp_path, server, generation_batch_size=4, per_device_train_batch_size=4)
         data = cfg.model_dump(mode="json")
         data["evolve"].update(modes="hybrid", tool_share=0.5)
-        run = build_grpo(Config.model_validate(data), DATA, str(tiny_model))
+        run = build_grpo(Config.model_validate(data), EXAMPLES, str(tiny_model))
         trainer = run.trainer
         ScriptedPolicy(trainer.model, trainer.processing_class)
         batches = []

@@ -12,34 +12,23 @@ random model would not write a valid tool call by itself.
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 import torch
 from rubricforge.testing import FakeOpenAI
-from llm_fakes import litellm_llm_config
-from training_fakes import ScriptedPolicy, LENIENT_JUDGE
+from support.paths import EXAMPLES
+from support.training_fakes import ScriptedPolicy, LENIENT_JUDGE
 
-from rubricforge.config import Config
+from support.training_fakes import train_cfg
 
 pytestmark = pytest.mark.slow
-DATA = Path(__file__).parent / "data" / "training" / "examples.jsonl"
-
-
-def train_cfg(small_index_cfg: Config, tmp_path: Path, server: FakeOpenAI, **grpo_args) -> Config:
-    data = small_index_cfg.model_dump(mode="json")
-    data["llm"] = {**data["llm"], **litellm_llm_config(tmp_path, server)}
-    data["tools"].update(top_k=2, snippet_chars=200)
-    data["train"].update(preset="cpu", output_dir=str(tmp_path / "out"),
-                         grpo_args={"max_completion_length": 1024, "learning_rate": 1e-3, "seed": 0, **grpo_args})
-    return Config.model_validate(data)
 
 
 def test_one_grpo_step_with_real_tool_calls(small_index_cfg, tiny_model, tmp_path):
     from rubricforge.training.grpo import build_grpo
 
     with FakeOpenAI(stages=LENIENT_JUDGE) as judge:
-        run = build_grpo(train_cfg(small_index_cfg, tmp_path, judge), DATA, str(tiny_model))
+        run = build_grpo(train_cfg(small_index_cfg, tmp_path, judge), EXAMPLES, str(tiny_model))
         trainer = run.trainer
         policy = ScriptedPolicy(trainer.model, trainer.processing_class)
         before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}

@@ -1,4 +1,4 @@
-"""Training learns what its reward favours: a few GRPO steps of the tiny Qwen2 policy (tests/tiny_qwen.py) through
+"""Training learns what its reward favours: a few GRPO steps of the tiny Qwen2 policy (tests/support/tiny_qwen.py) through
 rubricforge's own reward functions and trainer subclasses raise the log-probability of the favoured output,
 measured against the same run at learning rate 0 (issue 26 item 2).
 
@@ -26,17 +26,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rubricforge.testing import FakeOpenAI, Reply
-from llm_fakes import litellm_llm_config
-from training_fakes import ScriptedPolicy
 
 from rubricforge.agent.prompt import no_tool_system_prompt
 from rubricforge.config import Config
+from rubricforge.testing import FakeOpenAI, Reply
+from support.llm_fakes import litellm_llm_config
+from support.training_fakes import ScriptedPolicy
+from support.training_fakes import DISFAVOURED, FAVOURED, QUESTIONS, log_prob
 
 pytestmark = pytest.mark.slow
-QUESTIONS = {"q-film": "When was 2001: A Space Odyssey released?", "q-moon": "When did Apollo 11 land on the Moon?"}
-FAVOURED = "<think>I know this.</think>\n<answer>It happened in the year 1968.</answer>"
-DISFAVOURED = "<think>I know this.</think>\n<answer>It happened long ago.</answer>"
 STEPS, LR, MIN_GAIN = 2, 3e-3, 1.0  # the trained margin must beat the control's by a nat at least
 SCORE_STEPS = 1  # a SCORE step also generates the selections and assesses: one is enough to see the sign
 
@@ -66,19 +64,6 @@ def judge(evolving: bool) -> dict[str, Any]:
 
 def turn(context: str, row: int) -> str:
     return FAVOURED if row % 2 == 0 else DISFAVOURED
-
-
-def log_prob(model: Any, tok: Any, messages: list[dict[str, str]], text: str) -> float:
-    """log p(text + end of turn | the chat-templated ``messages``), by one forward pass."""
-    import torch
-
-    prompt = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False)
-    completion = tok.encode(text, add_special_tokens=False) + [tok.eos_token_id]
-    ids = torch.tensor([prompt + completion])
-    with torch.no_grad():
-        logps = model(ids).logits[0, :-1].float().log_softmax(-1)
-    picked = logps[len(prompt) - 1:].gather(1, ids[0, len(prompt):, None])
-    return float(picked.sum())
 
 
 def margin(model: Any, tok: Any, prompts: list[list[dict[str, str]]], good: str, bad: str) -> float:

@@ -9,10 +9,10 @@ import json
 from pathlib import Path
 
 import pytest
-from test_training_learns import DISFAVOURED, FAVOURED, QUESTIONS, log_prob
 
 from rubricforge.config import Config
 from rubricforge.errors import UserError
+from support.training_fakes import DISFAVOURED, FAVOURED, QUESTIONS, log_prob
 
 pytestmark = pytest.mark.slow
 CPU = {"bf16": False, "use_cpu": True, "max_steps": 2, "per_device_train_batch_size": 2, "gradient_accumulation_steps": 1,
@@ -91,7 +91,7 @@ def test_curriculum_format_errors_and_plateau():
 @pytest.mark.parametrize("answer, stops_at", [(FAVOURED, 4), ("<think>rambling without an answer", 6)],
                          ids=["well-formed", "no-answer"])
 def test_sft_stops_early_once_answers_are_well_formed_and_the_loss_is_flat(tiny_model, tmp_path, answer, stops_at):
-    from training_fakes import ScriptedPolicy
+    from support.training_fakes import ScriptedPolicy
 
     from rubricforge.training.sft import sft_trainer
 

@@ -13,12 +13,12 @@ import asyncio
 import json
 
 import pytest
-from rubricforge.testing import FakeOpenAI
-from llm_fakes import litellm_llm_config
-from pref_fakes import APP_I, PREFS_JUDGE
 
 from rubricforge.config import Config
 from rubricforge.rewards.generator_reward import RubricQuality, hybrid_reward
+from rubricforge.testing import FakeOpenAI
+from support.llm_fakes import litellm_llm_config
+from support.pref_fakes import APP_I, PREFS_JUDGE
 
 QUERY = "Please generate an analysis report on common network failures."
 RUBRIC = json.dumps(APP_I)
@@ -59,8 +59,8 @@ def test_hybrid_reward_exact_values(tmp_path):
 @pytest.mark.slow
 def test_one_grpo_step_of_the_rubric_generator(tmp_path):
     import torch
-    from tiny_qwen import build_tiny_qwen
-    from training_fakes import ScriptedPolicy
+    from support.tiny_qwen import build_tiny_qwen
+    from support.training_fakes import ScriptedPolicy
 
     from rubricforge.rubric_gen.pref_rubrics import PROMPTS
     from rubricforge.training.rubric_generator import build_rubric_generator

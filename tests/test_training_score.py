@@ -1,4 +1,4 @@
-"""`train score` (SCORE, Algs. 1–2) on CPU with the tiny local Qwen2 model (tests/tiny_qwen.py): two steps of
+"""`train score` (SCORE, Algs. 1–2) on CPU with the tiny local Qwen2 model (tests/support/tiny_qwen.py): two steps of
 two queries × two rollouts, then a resume from the step-1 checkpoint.
 
 Real: the model, TRL's GRPOTrainer with its tool loop over the FAISS index, the evaluator rows' log-probs and
@@ -15,12 +15,13 @@ import re
 from pathlib import Path
 
 import pytest
-from rubricforge.testing import FakeOpenAI, Reply
-from test_training_grpo import DATA, train_cfg
-from training_fakes import ScriptedPolicy, scripted_turn
 
 from rubricforge.config import Config
 from rubricforge.rewards.score import extract_conclusion, pairwise_consistency
+from rubricforge.testing import FakeOpenAI, Reply
+from support.paths import EXAMPLES
+from support.training_fakes import ScriptedPolicy, scripted_turn
+from support.training_fakes import train_cfg
 
 pytestmark = pytest.mark.slow
 VALID = ('<dimensions><dim name="factuality"/><dim name="insight" weight="0.3"/>'
@@ -68,7 +69,7 @@ def run_steps(cfg, tiny_model, resume_from=None, policy=turn, before=None):
     step started from, the rewards R_s, and the generation batch handed to TRL's loss."""
     from rubricforge.training.score import build_score
 
-    run = build_score(cfg, DATA, str(tiny_model))
+    run = build_score(cfg, EXAMPLES, str(tiny_model))
     trainer, loop = run.trainer, run.hooks
     if before is not None:
         before(trainer)

@@ -11,17 +11,17 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import derive
-from rubricforge.testing import FakeOpenAI
-from llm_fakes import litellm_llm_config
-from reward_fixtures import ROLLOUT
-from training_fakes import ScriptedPolicy, LENIENT_JUDGE
 
 from rubricforge.config import Config
 from rubricforge.errors import UserError
+from rubricforge.testing import FakeOpenAI
+from support.config import derive
+from support.llm_fakes import litellm_llm_config
+from support.paths import EXAMPLES
+from support.reward_fixtures import ROLLOUT
+from support.training_fakes import ScriptedPolicy, LENIENT_JUDGE
 
 pytestmark = pytest.mark.slow
-DATA = Path(__file__).parent / "data" / "training" / "examples.jsonl"
 
 
 @pytest.fixture(scope="module")
@@ -33,9 +33,9 @@ def rollouts(small_index_cfg, tiny_model, tmp_path_factory) -> Path:
     sampler = Sampler(str(tiny_model), cfg)
     ScriptedPolicy(sampler.model, sampler.tokenizer)
     out = tmp_path_factory.mktemp("rollouts") / "rollouts.jsonl"
-    summary = sample_rollouts(cfg, DATA, str(tiny_model), out, sampler=sampler)
+    summary = sample_rollouts(cfg, EXAMPLES, str(tiny_model), out, sampler=sampler)
     assert (summary.trajectories, summary.sampled_now, summary.tool_calls) == (4, 4, 4)
-    again = sample_rollouts(cfg, DATA, str(tiny_model), out)  # resumes: nothing left, no model loaded
+    again = sample_rollouts(cfg, EXAMPLES, str(tiny_model), out)  # resumes: nothing left, no model loaded
     assert (again.trajectories, again.sampled_now) == (4, 0)
     return out
 
@@ -91,7 +91,7 @@ def test_dpo_pairs_from_scored_rollouts_train_with_dpo(small_index_cfg, tiny_mod
     from rubricforge.jobs.dpo_pairs import build_pairs
     from rubricforge.training.model import load_tokenizer
 
-    kubrick = json.loads(DATA.read_text().splitlines()[0])["id"]
+    kubrick = json.loads(EXAMPLES.read_text().splitlines()[0])["id"]
     lines = [{"id": kubrick, "response": ROLLOUT}, {"id": kubrick, "response": "I do not know."},
              {"id": kubrick, "response": "<think>x</think><answer>Kubrick.</answer>"},
              {"id": "ex-seurat", "response": ROLLOUT}]
@@ -101,7 +101,7 @@ def test_dpo_pairs_from_scored_rollouts_train_with_dpo(small_index_cfg, tiny_mod
         data = small_index_cfg.model_dump(mode="json")
         data["llm"] = {**data["llm"], **litellm_llm_config(tmp_path, judge)}
         cfg = Config.model_validate(data)
-        summary = build_pairs(cfg, DATA, rollouts, tmp_path / "pairs")
+        summary = build_pairs(cfg, EXAMPLES, rollouts, tmp_path / "pairs")
     assert (summary.prompts, summary.pairs, summary.scored, summary.unscored, summary.without_pair) == (2, 1, 4, 0, 1)
     pairs = load_from_disk(str(tmp_path / "pairs"))
     row = pairs[0]

@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from conftest import derive
 
 from rubricforge.config import Config
 from rubricforge.pipelines.tree.run import TreeQuota, run_trees
 from rubricforge.pipelines.tree.seeds import Seed
+from support.config import derive
 
 
 class FakeWorker:

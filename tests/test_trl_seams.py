@@ -7,17 +7,17 @@ from __future__ import annotations
 import ast
 import inspect
 import re
-from pathlib import Path
 
 import pytest
-from conftest import derive
 
 from rubricforge.config import Config
 from rubricforge.training.adaptive import StepHooks
 from rubricforge.training.trl_seams import PRIVATE_ATTRIBUTES, PRIVATE_METHODS, SFT_PRIVATE_METHODS
+from support.config import derive
+from support.paths import ROOT
 
 trl = pytest.importorskip("trl")
-PACKAGE = Path(__file__).resolve().parents[1] / "rubricforge"
+PACKAGE = ROOT / "rubricforge"
 SEAMS = PACKAGE / "training" / "trl_seams.py"
 
 

@@ -7,13 +7,13 @@ import json
 
 import pytest
 from pydantic import ValidationError
-from test_serialize import good_rubrics, tiny_tree
-from test_synthesis import Capture, replay_client
 
 from rubricforge.config import Config
 from rubricforge.pipelines.tree.rules import check_rules
 from rubricforge.pipelines.tree.verification import VerifyOutput, audit_sample, final_example, verify, verify_messages
 from rubricforge.schema import Candidate, Verification
+from support.replay_client import Capture, replay_client
+from support.trees import good_rubrics, tiny_tree
 
 PROVENANCE = {"models": {"generator": "gen-model", "verifier": "ver-model"}, "prompt_hashes": {"merge": "h1", "verify": "h2"}}
 QUESTION = "Why do honey bee colonies matter for agriculture, and what threatens them?"

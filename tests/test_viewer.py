@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fixtures_run import PASSAGES, XSS_PASSAGE, XSS_QUERY, lookup, make_run
 from rubricforge.export import write_viewer
+from support.fixtures_run import PASSAGES, XSS_PASSAGE, XSS_QUERY, lookup, make_run
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
 DATA = re.compile(r'<script type="application/json" id="rf-data">(.*?)</script>', re.S)

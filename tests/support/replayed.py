@@ -6,10 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import RECORDED_WITH, derive
 from rubricforge.config import Config
+from support.config import RECORDED_WITH, derive
+from support.paths import DATA
 
-RECORDING = Path(__file__).parents[1] / "data" / "recordings" / "build_two_trees.jsonl"
+RECORDING = DATA / "recordings" / "build_two_trees.jsonl"
 # min_rubrics=1: the 0.5B model writes one rubric, so with the paper's 5 no candidate would reach the verifier
 SETTINGS = ("build.n_trees=2", "build.max_nodes=5", "build.passages_per_node=2", "build.max_depth=2",
             "build.tree_concurrency=1", "build.min_rubrics=1", "llm.generator.max_tokens=600",

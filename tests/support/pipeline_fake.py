@@ -6,7 +6,8 @@ grounding selects every passage and never calls a node atomic, the merge picks u
 distinct evidence and writes one factual rubric quoting each plus logical rubrics up to six (so the rule
 checks pass), and the verifier answers KEEP. Tokens are characters / 4 of the prompt and of the answer.
 The answers depend on the prompt only, so two runs over the same trees get the same answers.
-:class:`Faulty` wraps it with injected provider faults. ``benchmarks/synthesis.py`` uses both.
+:class:`Faulty` wraps it with injected provider faults (``benchmarks/synthesis.py`` uses both), and
+:class:`CutOneRoot` makes one tree's root decomposition unreadable; :func:`pipeline_cfg` points a build at it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ import re
 import threading
 from typing import Any
 
-from rubricforge.testing import Reply
+from rubricforge.config import Config
+from rubricforge.testing import FakeOpenAI, Reply
+from support.config import derive
+from support.llm_fakes import litellm_llm_config
 
 TREE_MARKER = "Search tree (compact JSON):"
 LOGICAL = ["Explains how the selected facets relate to each other instead of listing them separately.",
@@ -117,3 +121,36 @@ class Faulty:
             pick = self._random.choice(FAULTS)
             self.faults += fault
         return pick if fault else self.answer(body)
+
+
+N_TREES = 3
+
+
+def pipeline_cfg(base: Config, tmp_path, server: FakeOpenAI, run: str) -> Config:
+    """``base`` with its run in ``tmp_path / run``, small trees, and every role on ``server`` (one retry)."""
+    # the fake model's question asks about "facets that remain open", which no rubric checks: no coverage test here
+    data = derive(base, f"run_dir={tmp_path / run}", f"build.n_trees={N_TREES}", "build.max_nodes=4",
+                  "build.tree_concurrency=3", "build.check_coverage=false").model_dump(mode="json")
+    data["llm"] = {**data["llm"], **litellm_llm_config(tmp_path, server, max_retries=1, concurrency=8)}
+    return Config.model_validate(data)
+
+
+class CutOneRoot:
+    """The pipeline fake, except that one tree's root decomposition gets an answer that is not JSON (and so
+    stays invalid through the re-prompts) while the request carries a seed in ``bad_seeds``."""
+
+    def __init__(self, bad_seeds: set[int]):
+        self.bad_seeds, self.root = bad_seeds, None
+        self.invalid = 0
+        self.seeds: list[tuple[str, int | None]] = []  # (output name, seed) of every request
+
+    def __call__(self, body: dict) -> Reply:
+        name = body["response_format"]["json_schema"]["name"]
+        self.seeds.append((name, body.get("seed")))
+        first = body["messages"][0]["content"]
+        if name.startswith("Proposal") and "(none: this is the root)" in first:
+            self.root = self.root or first
+            if first == self.root and body.get("seed") in self.bad_seeds:
+                self.invalid += 1
+                return Reply(content="Sub-queries: none, sorry.")
+        return pipeline_answer(body)

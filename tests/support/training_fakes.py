@@ -1,5 +1,6 @@
 """Test-only drivers for training tests: a lenient scripted judge (a stage table for
-:class:`rubricforge.testing.FakeOpenAI`) and a scripted policy.
+:class:`rubricforge.testing.FakeOpenAI`), a scripted policy, the GRPO test config (:func:`train_cfg`), and
+the favoured / disfavoured answers of the learning tests with :func:`log_prob` to measure them.
 
 :class:`ScriptedPolicy` patches a model's ``generate`` with a logits processor that forces each call's new
 tokens to spell a scripted assistant turn, chosen from what the prompt holds so far: a ``search`` tool call
@@ -14,8 +15,12 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
+from rubricforge.config import Config
+from rubricforge.testing import FakeOpenAI
+from support.llm_fakes import litellm_llm_config
 
 SEARCH_TURN = ('<think>I should search first.</think>\n<tool_call>\n{"name": "search", "arguments": '
                '{"query": ["Stanley Kubrick 1968 film"]}}\n</tool_call>')
@@ -82,3 +87,30 @@ class _Force:
         for row, target in enumerate(self.targets):
             forced[row, target[min(step, len(target) - 1)]] = 0.0
         return forced
+
+
+def train_cfg(small_index_cfg: Config, tmp_path: Path, server: FakeOpenAI, **grpo_args) -> Config:
+    data = small_index_cfg.model_dump(mode="json")
+    data["llm"] = {**data["llm"], **litellm_llm_config(tmp_path, server)}
+    data["tools"].update(top_k=2, snippet_chars=200)
+    data["train"].update(preset="cpu", output_dir=str(tmp_path / "out"),
+                         grpo_args={"max_completion_length": 1024, "learning_rate": 1e-3, "seed": 0, **grpo_args})
+    return Config.model_validate(data)
+
+
+QUESTIONS = {"q-film": "When was 2001: A Space Odyssey released?", "q-moon": "When did Apollo 11 land on the Moon?"}
+FAVOURED = "<think>I know this.</think>\n<answer>It happened in the year 1968.</answer>"
+DISFAVOURED = "<think>I know this.</think>\n<answer>It happened long ago.</answer>"
+
+
+def log_prob(model: Any, tok: Any, messages: list[dict[str, str]], text: str) -> float:
+    """log p(text + end of turn | the chat-templated ``messages``), by one forward pass."""
+    import torch
+
+    prompt = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False)
+    completion = tok.encode(text, add_special_tokens=False) + [tok.eos_token_id]
+    ids = torch.tensor([prompt + completion])
+    with torch.no_grad():
+        logps = model(ids).logits[0, :-1].float().log_softmax(-1)
+    picked = logps[len(prompt) - 1:].gather(1, ids[0, len(prompt):, None])
+    return float(picked.sum())

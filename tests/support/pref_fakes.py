@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from typing import Any
+from support.paths import DATA
 
-APP_I = json.loads((Path(__file__).parent / "data" / "prefs" / "app_i_rubric.json").read_text())["rubrics"]
+APP_I = json.loads((DATA / "prefs" / "app_i_rubric.json").read_text())["rubrics"]
 
 
 def _prompt(body: dict[str, Any]) -> str:
