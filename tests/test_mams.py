@@ -3,7 +3,10 @@ answers each agent call, a recorded tool output is split into two chunks."""
 
 from __future__ import annotations
 
+import re
+
 from rubricforge.agent.mams import MamsConfig, chunk, run_mams, run_mams_stepwise, tool_calls
+from support.paths import DATA
 
 QUERY = "How did the 1968 film change science fiction?"
 OBSERVATION = ("<snippet id=a1>2001: A Space Odyssey was released in 1968.</snippet>\n\n"
@@ -106,6 +109,17 @@ SEARCH_RESULTS = {
 }
 
 
+FACTS = ["Released in 1968, directed by Stanley Kubrick.", "Kubrick was a film director.", "He was born in New York.",
+         "Its effects set a standard for later films."]
+SOURCES = [1, 2, 2, 3]  # the search result each fact came from
+
+
+def _actions(step_schema: dict) -> set[str]:
+    """The actions a SearchStep schema lets the agent choose."""
+    action = step_schema["properties"]["action"]
+    return set(action.get("enum") or [action["const"]])
+
+
 class ScriptedStepwise:
     """Structured answers per role (told apart by the output model), checked against what each may answer."""
 
@@ -141,30 +155,31 @@ def test_stepwise_episode_searches_before_it_may_stop_and_reports_from_the_facts
     kinds = [name for name, _, _ in structured.seen]
     # a repeated query ends the search; then the outline, its 2 sections and the conclusion
     assert kinds == ["Plan", "SearchStep", "Facts", "SearchStep", "Facts", "SearchStep", "Outline"] + ["Lead"] * 3
-    first, second, third = (s for name, _, s in structured.seen if name == "SearchStep")
-    assert first["properties"]["action"] == {"const": "search", "title": "Action", "type": "string"}  # no "done" yet
-    assert second["properties"]["action"].get("const") == "search" and third["properties"]["action"]["enum"] == ["search", "done"]
-    assert structured.seen[2][2]["properties"]["sentence_ids"]["items"]["enum"] == ["S1", "S2", "S3"]
-    assert structured.seen[2][1][0]["content"].endswith(
-        "<tool_output>\nResult: 2001: A Space Odyssey\n[S1] Released in 1968, directed by Stanley Kubrick.\nResult: "
-        "Kubrick\n[S2] Kubrick was a film director.\n[S3] He was born in New York.\n</tool_output>\n"
-        'Return JSON: {"sentence_ids": ["S1", "S2"]}')  # the cut-off sentence ("…") is not offered
+    steps = [schema for name, _, schema in structured.seen if name == "SearchStep"]
+    assert [_actions(step) for step in steps] == [{"search"}, {"search"}, {"search", "done"}]  # "done" after 2 searches
+    _, shown, schema = structured.seen[2]  # the state agent on the first results
+    assert schema["properties"]["sentence_ids"]["items"]["enum"] == ["S1", "S2", "S3"]
+    offered = shown[0]["content"]
+    assert all(f"[S{i}] {fact}" in offered for i, fact in enumerate(FACTS[:3], 1))
+    assert "His first" not in offered  # the cut-off sentence ("…") is not offered
     assert searches == [("search", {"query": ["2001 film Kubrick"]}), ("search", {"query": ["film special effects"]})]
     assert (episode.tool_calls, episode.turns, len(episode.observations)) == (2, 3, 2)
-    assert episode.memory == ("- Released in 1968, directed by Stanley Kubrick. [1]\n- Kubrick was a film director. [2]\n"
-                              "- He was born in New York. [2]\n- Its effects set a standard for later films. [3]")
+    # the memory keeps the facts verbatim, in the order found, each with the number of its source
+    assert [line.rsplit(" [", 1) for line in episode.memory.splitlines()] == [
+        [f"- {fact}", f"{n}]"] for fact, n in zip(FACTS, SOURCES, strict=True)]
     assert episode.plan == "- [x] the making\n- [x] the effects\n- [ ] the legacy"
-    last = structured.seen[5][1][0]["content"]
-    assert "- 2001 film Kubrick\n- film special effects" in last and "Next plan item: the legacy" in last
+    last = structured.seen[5][1][0]["content"]  # the last search step sees the queries so far and the next plan item
+    assert "2001 film Kubrick" in last and "film special effects" in last and "the legacy" in last
     outline = structured.seen[6][1][0]["content"]  # the facts grouped by the plan item they were found for
-    assert ("Part 1 (the making):\n- Released in 1968, directed by Stanley Kubrick.\n- Kubrick was a film director.\n"
-            "- He was born in New York.\nPart 2 (the effects):\n- Its effects set a standard for later films.") in outline
-    assert episode.report == (  # lead sentences, then the facts verbatim with their citations
-        "# The film\n\n## Heading 1\n\nLead Heading 1. Released in 1968, directed by Stanley Kubrick<sup>[1]</sup>. "
-        "Kubrick was a film director<sup>[2]</sup>. He was born in New York<sup>[2]</sup>.\n\n"
-        "## Heading 2\n\nLead Heading 2. Its effects set a standard for later films<sup>[3]</sup>.\n\n"
-        "## Conclusion\n\nLead Conclusion.\n\n"
-        "## References\n\n1. 2001: A Space Odyssey — https://w/2001\n2. Kubrick — https://w/k\n3. Special effects — https://w/fx")
+    where = [outline.index(text) for text in ("the making", *FACTS[:3], "the effects", FACTS[3])]
+    assert where == sorted(where)
+    # the report: a lead sentence per section, then the facts verbatim, one citation each, in order
+    report = episode.report
+    cited = [report.index(f"{fact[:-1]}<sup>[{n}]</sup>.") for fact, n in zip(FACTS, SOURCES, strict=True)]
+    assert cited == sorted(cited) and report.count("<sup>") == len(FACTS)
+    assert re.findall(r"^(\d)\. .+ — (\S+)$", report, re.M) == [("1", "https://w/2001"), ("2", "https://w/k"),
+                                                              ("3", "https://w/fx")]
+    assert report == (DATA / "mams" / "stepwise_report.md").read_text(encoding="utf-8")  # the one golden copy
     assert len(episode.calls) == 10 and {c["role"] for c in episode.calls[6:]} == {"report"}
 
 

@@ -10,7 +10,8 @@ from pydantic import ValidationError
 
 from rubricforge.config import Config
 from rubricforge.pipelines.tree.rules import check_rules
-from rubricforge.pipelines.tree.verification import VerifyOutput, audit_sample, final_example, verify, verify_messages
+from rubricforge.pipelines.tree.verification import (VerifyOutput, audit_sample, final_example, is_retained, verify,
+                                                      verify_messages)
 from rubricforge.schema import Candidate, Verification
 from support.replay_client import Capture, replay_client
 from support.trees import good_rubrics, tiny_tree
@@ -171,6 +172,15 @@ def test_candidates_failing_rules_are_never_retained():
     assert final_example(cand, Verification(candidate_id=cand.id, decision="KEEP"), tiny_tree(), cfg, PROVENANCE) is None
 
 
+def test_a_candidate_whose_generation_failed_is_never_retained():
+    cfg = Config()
+    cand = checked_candidate(cfg)
+    keep = Verification(candidate_id=cand.id, decision="KEEP")
+    assert is_retained(cand, keep, cfg)
+    cand.generation_error = "merge: no JSON after 2 re-prompts"
+    assert not is_retained(cand, keep, cfg) and final_example(cand, keep, tiny_tree(), cfg, PROVENANCE) is None
+
+
 @pytest.mark.slow
 def test_real_local_model_synthesizes_and_verifies_a_tiny_tree(tmp_path):
     """The pipeline, not the quality: the default embedded model under the JSON grammar (stepwise merge)
@@ -200,8 +210,7 @@ def test_real_local_model_synthesizes_and_verifies_a_tiny_tree(tmp_path):
     assert stages["merge-select"]["calls"] == stages["merge-question"]["calls"] == 1
     assert stages["merge-criterion"]["calls"] == len(cand.selected_leaf_ids) and stages["verify"]["calls"] == 1
     example = final_example(cand, verification, tree, cfg, PROVENANCE)
-    assert (example is None) == bool(cand.rule_failures or verification.decision not in ("KEEP", "REVISE")
-                                     or verification.rule_failures)
+    assert (example is None) == (not is_retained(cand, verification, cfg))  # the rule itself: the tests above
 
 
 def test_provenance_prompt_names_are_real_prompt_files():
