@@ -1,4 +1,4 @@
-"""The rollout parser and claim extraction (rewards.trajectory / rewards.claims)."""
+"""The rollout parser and claim extraction (rewards.trajectory / rewards.deeprubric.claims)."""
 
 from __future__ import annotations
 
@@ -290,8 +290,8 @@ def test_snippet_attributes_in_deeprubric_responses():
 
 
 def test_drtulu_rollout_earns_the_format_and_search_rewards():
-    from rubricforge.rewards.format_reward import format_reward
-    from rubricforge.rewards.search_reward import search_reward
+    from rubricforge.rewards.deeprubric.format_reward import format_reward
+    from rubricforge.rewards.deeprubric.search_reward import search_reward
 
     t = parse_trajectory(DRTULU)
     assert format_reward(t).components == {"answer": 1.0, "cite": 1.0, "tool": 1.0, "think": 1.0}

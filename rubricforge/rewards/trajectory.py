@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from rubricforge.corpora.tools import TOOL_NAMES, is_tool_error
-from rubricforge.rewards.claims import (
+from rubricforge.rewards.deeprubric.claims import (
     Claim,
     cite_problems,
     cited_ids,

@@ -2,7 +2,7 @@
 
 :func:`find_tense_candidates` flags a sentence when a date expression and a future keyword occur in
 it at most ``window`` characters apart (the gap between the two matches) and the dated period ended
-before ``today``. The judge stage (:mod:`rubricforge.rewards.tense_check`) then decides whether a
+before ``today``. The judge stage (:mod:`rubricforge.rewards.minddr.tense_check`) then decides whether a
 forecasting institution is named nearby.
 
 Date expressions (years 1900–2199; the period ends on its last day):
@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 from datetime import date
 
-from rubricforge.rewards.claims import sentence_spans
+from rubricforge.rewards.deeprubric.claims import sentence_spans
 
 WINDOW = 100
 CONTEXT_SENTENCES = 2
