@@ -1,4 +1,4 @@
-"""The rollout parser and claim extraction (rewards.trajectory / rewards.deeprubric.claims)."""
+"""The rollout parser and claim extraction (rewards.trajectory / rewards.claims)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from rubricforge.rewards.trajectory import (
     extract_claims,
     lexical_units,
     parse_trajectory,
-    sentence_spans,
 )
 
 
@@ -229,11 +228,6 @@ def test_uncited_text_split_into_sentences_markup_skipped():
     answer = "## Heading\n\n---\n| a | b |\n|---|---|\nFirst one. E.g. this, cf. Fig. 2 by J. Smith et al. holds! Third?\n- "
     assert [c.text for c in extract_claims(answer)] == [
         "## Heading", "| a | b |", "First one.", "E.g. this, cf. Fig. 2 by J. Smith et al. holds!", "Third?"]
-
-
-def test_sentence_spans_cjk_and_quotes():
-    text = '他说。你好！He said "stop." Then left.'
-    assert [text[s:e] for s, e in sentence_spans(text)] == ["他说。", "你好！", 'He said "stop."', "Then left."]
 
 
 def test_lexical_units():

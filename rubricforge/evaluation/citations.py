@@ -4,7 +4,7 @@
 whose source can be retrieved is judged *supported* or *unsupported* by the source's text; pairs whose source
 cannot be retrieved are left out. Citation accuracy = supported / judged pairs of the report; effective citations
 = the number of supported pairs. Here a pair is one id of a ``<cite id="a,b">statement</cite>``
-(:func:`~rubricforge.rewards.deeprubric.claims.extract_claims`; identical pairs once), the source is the corpus passage the
+(:func:`~rubricforge.rewards.claims.extract_claims`; identical pairs once), the source is the corpus passage the
 id names (:class:`CorpusCitations`), and the judge is the rewards' snippet-support prompt (DeepRubric Fig. 6):
 "Fully supported" is supported, "Partially supported" and "No support" are not (FACT's verdict is yes / no).
 
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from rubricforge.corpora.snippets import stable_id
 from rubricforge.rewards.deeprubric.citation_reward import Support
-from rubricforge.rewards.deeprubric.claims import cite_problems, extract_claims
+from rubricforge.rewards.claims import cite_problems, extract_claims
 from rubricforge.rewards.judging import Judge
 from rubricforge.rewards.minddr.report_rules import markdown_problems
 

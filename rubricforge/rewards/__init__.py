@@ -1,8 +1,8 @@
 """Judging and rewards, one subpackage per paper so a formula's paper is its path: :mod:`.deeprubric` (rubric
 judge, format, citation, search, composite), :mod:`.minddr` (Search-RL, Report-RL: RACE, rule rewards, tense
 check), :mod:`.prefs` (preference-trained rubric generators), :mod:`.hote` and :mod:`.score` (SCORE). Shared at
-the top: the formula registry, the judge, the agent-output parser (:mod:`.trajectory`), the scorer, TRL
-adapters, reading inputs, judge audits and learnability.
+the top: the formula registry, the judge, the agent-output and cite parsers (:mod:`.trajectory`, :mod:`.claims`),
+the scorer, TRL adapters, reading inputs, judge audits and learnability.
 
 Entry points: :class:`~rubricforge.rewards.scorer.RewardScorer` (every reward for one rollout),
 :func:`~rubricforge.rewards.trl_rewards.reward_functions` (TRL), and the ``rubricforge reward`` CLI.

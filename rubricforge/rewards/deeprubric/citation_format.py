@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from rubricforge.rewards.deeprubric.claims import extract_claims, lexical_units
+from rubricforge.rewards.claims import extract_claims, lexical_units
 
 MIN_UNITS, MIN_CHARS = 4, 18
 SPAN_NORM = 0.6

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rubricforge.rewards.deeprubric.claims import cited_ids
+from rubricforge.rewards.claims import cited_ids
 from rubricforge.rewards.trajectory import Trajectory
 
 FORMAT_WEIGHTS = {"answer": 0.5, "cite": 0.2, "tool": 0.1, "think": 0.2}

@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from rubricforge.rewards.deeprubric.claims import cite_problems, extract_claims, lexical_units
+from rubricforge.rewards.claims import cite_problems, extract_claims, lexical_units
 
 Relevance = Callable[[str, str], float]
 DEFAULT_TAU = 0.5
