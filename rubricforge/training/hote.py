@@ -49,9 +49,9 @@ from rubricforge.agent.tasks import training_rows
 from rubricforge.config import Config
 from rubricforge.errors import UserError
 from rubricforge.extras import needs
-from rubricforge.rewards.hote import hote_reward, proposer_reward
+from rubricforge.rewards.hote.rubric_reward import hote_reward, proposer_reward
 from rubricforge.rewards.judging import Judge
-from rubricforge.rewards.rubric_reward import criteria_from
+from rubricforge.rewards.deeprubric.rubric_reward import criteria_from
 from rubricforge.rewards.scorer import NO_TOOL
 from rubricforge.rewards.trajectory import parse_trajectory
 from rubricforge.rubric_gen.bank import BankSettings, RubricBank, RubricItem, TaskRubrics, prune

@@ -42,10 +42,10 @@ from rubricforge.config import Config
 from rubricforge.corpora.tools import ToolBox
 from rubricforge.errors import UserError
 from rubricforge.extras import needs
-from rubricforge.rewards.format_reward import format_reward
+from rubricforge.rewards.deeprubric.format_reward import format_reward
 from rubricforge.rewards.judging import Judge
-from rubricforge.rewards.score import Assessment, EmaBaseline, assess, extract_conclusion, pairwise_consistency
-from rubricforge.rewards.score import score_report_reward, verified
+from rubricforge.rewards.score.evaluator import Assessment, EmaBaseline, assess, extract_conclusion, pairwise_consistency
+from rubricforge.rewards.score.evaluator import score_report_reward, verified
 from rubricforge.rewards.trajectory import parse_trajectory
 from rubricforge.rubric_gen.score_dims import (
     DimensionScheduler,
