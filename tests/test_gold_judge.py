@@ -60,10 +60,11 @@ def test_the_training_judge_is_refused_as_gold_judge(tmp_path):
     assert (named.judge.backend, named.judge.model) == ("litellm", "openai/gpt-4o")
 
 
-def test_train_grpo_cli_refuses_the_training_judge_in_one_line(tmp_path):
+@pytest.mark.parametrize("command", ["grpo", "hote", "score"])
+def test_train_cli_refuses_the_training_judge_in_one_line(tmp_path, command):
     cfg = tmp_path / "cfg.yaml"
     cfg.write_text(yaml.safe_dump({"run_dir": str(tmp_path / "run")}))
-    proc = subprocess.run([sys.executable, "-m", "rubricforge.cli", "train", "grpo", "--dataset", str(DATA),
+    proc = subprocess.run([sys.executable, "-m", "rubricforge.cli", "train", command, "--dataset", str(DATA),
                            "--model", "unused", "--config", str(cfg), "--gold-judge", str(cfg), "--gold-every", "2"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
