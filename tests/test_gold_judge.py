@@ -1,4 +1,4 @@
-"""The gold judge during training (:mod:`rubricforge.training.gold`): the divergence rule on hand-made series, the
+"""The gold judge during training (:mod:`rubricforge.evaluation.gold`): the divergence rule on hand-made series, the
 refusal of the training judge as gold judge, the held-out split, and (slow) GRPO on the tiny local Qwen2 policy with
 a scripted training judge and a scripted gold judge on separate servers: the callback fires at steps N and 2N and
 logs both curves."""
@@ -17,7 +17,7 @@ from training_fakes import ScriptedPolicy, lenient_judge
 
 from rubricforge.config import Config
 from rubricforge.errors import UserError
-from rubricforge.training.gold import diverging, gold_llm, held_out
+from rubricforge.evaluation.gold import diverging, gold_llm, held_out
 
 DATA = Path(__file__).parent / "data" / "training" / "examples.jsonl"
 

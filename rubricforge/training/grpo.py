@@ -29,7 +29,7 @@ from rubricforge.extras import needs
 from rubricforge.rewards.scorer import NO_TOOL, REPORT, RewardScorer
 from rubricforge.training.adaptive import TOOL, StepHooks, check_settings
 from rubricforge.training.cost import grpo_cost
-from rubricforge.training.gold import gold_callback, held_out
+from rubricforge.evaluation.gold import gold_callback, held_out
 from rubricforge.training.model import load_tokenizer
 from rubricforge.training.presets import generation_args, method_args, preset_args, require_gpu
 from rubricforge.training.rewards import grpo_reward

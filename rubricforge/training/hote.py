@@ -59,7 +59,7 @@ from rubricforge.rubric_gen.meta_rubrics import Weakness, combinations, meta_rub
 from rubricforge.rundir import atomic_write_json
 from rubricforge.training.adaptive import TOOL, step_modes
 from rubricforge.training.cost import hote_cost
-from rubricforge.training.gold import gold_callback, held_out
+from rubricforge.evaluation.gold import gold_callback, held_out
 from rubricforge.training.grpo import response_tokens
 from rubricforge.training.stepping import Worker
 from rubricforge.training.trl_seams import jsonable_generation, stepped_trainer

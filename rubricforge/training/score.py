@@ -314,7 +314,7 @@ def build_score(cfg: Config, dataset: str | Path, model: str) -> Any:
     from rubricforge.agent.tasks import training_rows
     from rubricforge.llm import LLMClient
     from rubricforge.training.cost import score_cost
-    from rubricforge.training.gold import gold_callback, held_out
+    from rubricforge.evaluation.gold import gold_callback, held_out
     from rubricforge.training.grpo import GRPORun
     from rubricforge.training.model import load_tokenizer
 
