@@ -1,7 +1,7 @@
 """The gold judge during training (:mod:`rubricforge.evaluation.gold`): the divergence rule on hand-made series, the
-refusal of the training judge as gold judge, the held-out split, and (slow) GRPO on the tiny local Qwen2 policy with
-a scripted training judge and a scripted gold judge on separate servers: the callback fires at steps N and 2N and
-logs both curves."""
+refusal of the training judge as gold judge, the held-out split, and (slow, the tiny local Qwen2 policy with a
+scripted training judge and a scripted gold judge on separate servers) GRPO whose callback fires at steps N and 2N
+and logs both curves, and the callback's warning when the curves part."""
 
 from __future__ import annotations
 
@@ -123,3 +123,45 @@ def test_grpo_logs_the_gold_curve_at_steps_n_and_2n(tiny_model, tmp_path):
     assert gold_requests == 2
     held_question = rows[1]["question"]
     assert not any(held_question in m["content"] for r in judge.requests for m in r["messages"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("rewards", "warns"), [([0.2, 0.4, 0.6], True), ([0.6, 0.4, 0.2], False)])
+def test_the_callback_warns_once_the_curves_part(tiny_model, tmp_path, caplog, rewards, warns):
+    """The callback on its own, fed a hand-made log history: the gold judge's score falls 1.0, 0.75, 0.5 over three
+    evaluations; with a rising training reward the third one warns (a log line and the JSONL), with a falling one not."""
+    from types import SimpleNamespace
+
+    from transformers import AutoModelForCausalLM, TrainerState
+
+    from rubricforge.evaluation.gold import gold_callback
+    from rubricforge.training.model import load_tokenizer
+
+    calls = []
+
+    def falling(body) -> Reply:  # 2 criteria per evaluation: 4, 4, then 3, 3, then 2, 2
+        calls.append(body)
+        return Reply(json.dumps({"score": 4 - (len(calls) - 1) // 2}))
+
+    task = json.loads(DATA.read_text().splitlines()[1])
+    with FakeOpenAI(responder=lenient_judge) as judge, FakeOpenAI(responder=falling) as gold_server:
+        gold_cfg = tmp_path / "gold.yaml"
+        gold_cfg.write_text(yaml.safe_dump({"llm": {**litellm_llm_config(tmp_path, gold_server), "cache_path": ""}}))
+        cfg = _cfg(tmp_path, judge, gold_judge=str(gold_cfg), gold_every=1)
+        tokenizer = load_tokenizer(str(tiny_model))
+        model = AutoModelForCausalLM.from_pretrained(str(tiny_model))
+        ScriptedPolicy(model, tokenizer)
+        callback = gold_callback(cfg, [task], tokenizer)
+        state, args = TrainerState(), SimpleNamespace(output_dir=str(tmp_path / "out"), max_completion_length=32)
+        for step, reward in enumerate(rewards, 1):
+            state.global_step = step
+            state.log_history.append({"reward": reward, "step": step})
+            callback.on_log(args, state, None, model=model, logs={"reward": reward})
+    assert [h["gold/score"] for h in state.log_history] == pytest.approx([1.0, 0.75, 0.5])
+    assert [h["gold/train_reward"] for h in state.log_history] == pytest.approx(rewards)
+    lines = [json.loads(line) for line in (tmp_path / "out" / "gold.jsonl").read_text().splitlines()]
+    assert ["warning" in line for line in lines] == [False, False, warns]
+    warned = [r.getMessage() for r in caplog.records if "held-out gold score fell" in r.getMessage()]
+    assert len(warned) == int(warns)
+    if warns:
+        assert warned[0].startswith("step 3: training reward rose") and "(steps 1-3)" in warned[0]
