@@ -165,3 +165,28 @@ def test_the_callback_warns_once_the_curves_part(tiny_model, tmp_path, caplog, r
     assert len(warned) == int(warns)
     if warns:
         assert warned[0].startswith("step 3: training reward rose") and "(steps 1-3)" in warned[0]
+
+
+@pytest.mark.slow
+def test_hote_solver_gets_the_gold_curve(tiny_model, tmp_path):
+    """One HOTE step (tests/test_training_hote.py's setting) with a fifth task held out (split test): the solver's
+    trainer evaluates it with the gold judge at its step 1; the held-out task is none of HOTE's real tasks."""
+    from test_training_hote import data, hote_cfg, judge, start
+
+    dataset = data(tmp_path)
+    held = {"id": "held", "question": "How do glaciers carve valleys?", "split": "test",
+            "rubrics": [{"id": "g1", "title": "Ice", "description": "Explains erosion by moving ice.", "weight": 1.0}]}
+    dataset.write_text(dataset.read_text() + json.dumps(held) + "\n")
+    with FakeOpenAI(responder=judge) as server, FakeOpenAI(responder=_gold_judge) as gold_server:
+        gold_cfg = tmp_path / "gold.yaml"
+        gold_cfg.write_text(yaml.safe_dump({"llm": litellm_llm_config(tmp_path / "gold", gold_server)}))
+        base = hote_cfg(tmp_path, server, steps=1)
+        cfg = base.model_copy(update={"train": base.train.model_copy(update={"gold_judge": str(gold_cfg),
+                                                                             "gold_every": 1})})
+        run = start(cfg, dataset, tiny_model)
+        (step1,) = run.train()
+        assert len(gold_server.requests) == 1
+    assert "held" not in step1.real and sorted(step1.real) == ["t0", "t1", "t2", "t3"]
+    lines = [json.loads(line) for line in (tmp_path / "run" / "hote" / "solver" / "gold.jsonl").read_text().splitlines()]
+    assert [(r["step"], r["gold"], r["tasks"]) for r in lines] == [(1, 0.5, 1)]
+    assert lines[0]["train_reward"] is not None
