@@ -2,7 +2,7 @@
 point, per rubric category, judging one point per call and all of a report's points in one call.
 
 Each labelled report (:mod:`rubricforge.evaluation.labels`) is judged twice by the rubric judge of the rewards
-(:func:`~rubricforge.rewards.rubric_reward.rubric_reward`, DeepRubric Fig. 5's 0–4 scale): ``per_criterion`` (one
+(:func:`~rubricforge.rewards.deeprubric.rubric_reward.rubric_reward`, DeepRubric Fig. 5's 0–4 scale): ``per_criterion`` (one
 call per point) and ``batched`` (one call for all of them). A point counts as covered when its score is at least
 ``covered_at`` (default 3: "mostly satisfies"). Per mode and category: balanced accuracy (the mean of the recall on
 covered and on uncovered points, :func:`~rubricforge.evaluation.stats.balanced_accuracy`), over all points
@@ -162,7 +162,7 @@ class _AuditJob(ItemJob[tuple[str, str]]):
 
     async def process(self, item: tuple[str, str]) -> dict[str, Any]:
         from rubricforge.rewards.judging import Judge
-        from rubricforge.rewards.rubric_reward import MAX_SCORE, criteria_from, rubric_reward
+        from rubricforge.rewards.deeprubric.rubric_reward import MAX_SCORE, criteria_from, rubric_reward
 
         mode, rid = item
         report = self.reports[rid]
