@@ -9,7 +9,7 @@ import json
 import pytest
 
 from rubricforge.config import Config
-from rubricforge.rewards.hote import proposer_reward
+from rubricforge.rewards.hote.rubric_reward import proposer_reward
 from rubricforge.rubric_gen.bank import RubricItem, TaskRubrics
 from rubricforge.rubric_gen.meta_rubrics import combinations, meta_rubrics, weaknesses
 from rubricforge.testing import FakeOpenAI, Reply

@@ -15,7 +15,7 @@ import json
 import pytest
 
 from rubricforge.config import Config
-from rubricforge.rewards.generator_reward import RubricQuality, hybrid_reward
+from rubricforge.rewards.prefs.hybrid_reward import RubricQuality, hybrid_reward
 from rubricforge.testing import FakeOpenAI
 from support.llm_fakes import litellm_llm_config
 from support.pref_fakes import APP_I, PREFS_JUDGE

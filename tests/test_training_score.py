@@ -17,11 +17,10 @@ from pathlib import Path
 import pytest
 
 from rubricforge.config import Config
-from rubricforge.rewards.score import extract_conclusion, pairwise_consistency
+from rubricforge.rewards.score.evaluator import extract_conclusion, pairwise_consistency
 from rubricforge.testing import FakeOpenAI, Reply
 from support.paths import EXAMPLES
-from support.training_fakes import ScriptedPolicy, scripted_turn
-from support.training_fakes import train_cfg
+from support.training_fakes import ScriptedPolicy, scripted_turn, train_cfg
 
 pytestmark = pytest.mark.slow
 VALID = ('<dimensions><dim name="factuality"/><dim name="insight" weight="0.3"/>'
