@@ -1,15 +1,25 @@
 """The item-job base: resume skips finished keys, a failed item is not recorded, the settings guard refuses
-a changed setting, and the rest of the items are cancelled when one raises."""
+a changed setting, the rest of the items are cancelled when one raises, and a budget stop ends every item job
+the same way."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from llm_fakes import FakeOpenAI, litellm_llm_config
+from pref_fakes import prefs_judge, report_writer
+from reward_fixtures import EXAMPLE, ROLLOUT, scripted_judge
+from typer.testing import CliRunner
 
+from rubricforge.cli import app
 from rubricforge.config import Config
 from rubricforge.errors import UserError
+from rubricforge.jobs.base import STOPPED_EXIT
 from rubricforge.jobs.items import ItemJob
 from rubricforge.rundir import StageLog
 
@@ -63,3 +73,45 @@ def test_settings_guard_refuses_a_changed_setting(tmp_path):
     with pytest.raises(UserError, match=r"other settings \(model: 'a' -> 'b'\)"):  # the CLI: one line, exit 2
         asyncio.run(Square(StageLog(tmp_path / "squares.jsonl"), model="b").arun([1, 2], progress=False))
     asyncio.run(Square(StageLog(tmp_path / "squares.jsonl"), model="a").arun([1, 2], progress=False))
+
+
+def _score(tmp_path: Path) -> tuple[list[str], Path]:
+    dataset, responses = tmp_path / "data.jsonl", tmp_path / "responses.jsonl"
+    dataset.write_text(json.dumps(EXAMPLE) + "\n")
+    responses.write_text("".join(json.dumps({"id": "ex1", "response": ROLLOUT.replace("Paris", f"Paris ({i})")}) + "\n"
+                                 for i in range(3)))  # three different prompts: no cache hit
+    return (["reward", "score", "-d", str(dataset), "-r", str(responses), "--rewards", "rubric"],
+            tmp_path / "responses.scores.summary.json")
+
+
+def _rubrics(tmp_path: Path) -> tuple[list[str], Path]:
+    dataset = tmp_path / "data.jsonl"
+    dataset.write_text("".join(json.dumps({"id": f"q{i}", "question": f"Compare DNS resolvers {i}."}) + "\n"
+                               for i in range(3)))
+    return ["rubrics", "generate", "-d", str(dataset), "--out", str(tmp_path / "out.jsonl")], tmp_path / "out.jsonl"
+
+
+def _report(tmp_path: Path) -> tuple[list[str], Path]:
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text("".join(json.dumps({"id": i, "query": f"Compare DNS resolvers {i}."}) + "\n" for i in range(3)))
+    return (["build", "--source", "report", "--queries", str(queries)],
+            tmp_path / "run" / "report" / "data.jsonl")
+
+
+@pytest.mark.parametrize("job, responder", [(_score, scripted_judge), (_rubrics, prefs_judge),
+                                            (_report, report_writer)])
+def test_a_budget_stop_writes_what_is_finished_and_exits_3(job, responder, tmp_path):
+    """The one budget rule (jobs/base.py) for every item job: the output of the finished items is written, the
+    command says ``stopped`` and exits STOPPED_EXIT, and the same command with a larger budget finishes."""
+    args, output = job(tmp_path)
+    with FakeOpenAI(responder=responder) as server:
+        llm = litellm_llm_config(tmp_path, server, concurrency=1)
+        config = tmp_path / "config.yaml"
+        config.write_text(yaml.safe_dump({"run_dir": str(tmp_path / "run"), "llm": {**llm, "max_tokens": 1},
+                                          "reward": {"concurrency": 1}}))
+        res = CliRunner().invoke(app, [*args, "-c", str(config), "-q"])
+        assert res.exit_code == STOPPED_EXIT, res.output
+        assert "stopped: LLM budget reached" in res.output and output.exists()
+        config.write_text(yaml.safe_dump({"run_dir": str(tmp_path / "run"), "llm": llm, "reward": {"concurrency": 1}}))
+        res = CliRunner().invoke(app, [*args, "-c", str(config), "-q"])
+    assert res.exit_code == 0 and "stopped" not in res.output, res.output

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from rubricforge.cli.common import ConfigOpt, QuietOpt, SetOpt, VerboseOpt, console, cli_config, print_result
+from rubricforge.cli.common import ConfigOpt, QuietOpt, SetOpt, VerboseOpt, console, end, cli_config, print_result
 from rubricforge.errors import UserError
 
 if TYPE_CHECKING:
@@ -70,11 +70,14 @@ def build(
 
     _preflight(cfg, ["generator", "verifier"], run_dir=(cfg if source == "tree" else kg_config(cfg)).run_dir)
     if source == "kg":
-        print_result(local.build_kg(cfg, push_to_hub, progress=not quiet, verbose=verbose))
+        result = local.build_kg(cfg, push_to_hub, progress=not quiet, verbose=verbose)
+        print_result(result)
+        end(result.summary.status)
         return
     result = local.build(cfg, push_to_hub, progress=not quiet, verbose=verbose)
     print_result(result, [f"open the viewer in a browser; rebuild it with `rubricforge view {result.summary.run_dir}`",
                           *([STRONGER_MODEL] if cfg.llm.generator.backend == "local" else [])])
+    end(result.summary.status)
 
 
 def _report_rows(cfg: Config, queries: Path | None, race_rubrics: Path | None, limit: int | None, form: str,
@@ -91,6 +94,7 @@ def _report_rows(cfg: Config, queries: Path | None, race_rubrics: Path | None, l
                           mams=MamsConfig(tool_budget=tool_budget))
     failed = ", ".join(f"{k} {v}" for k, v in r.failed.items()) or "none"
     console().print(f"{r.rows} {'/'.join(forms)}-form rows for {r.queries} queries (failed: {failed}) -> {r.out}")
+    end(r.status)
 
 
 def _preflight(cfg: Config, roles: list[str], run_dir: str) -> None:

@@ -91,13 +91,13 @@ def evaluate(cfg: Config, tasks_path: str | Path, reports_path: str | Path, run_
     shas = {tid: digest(reports[tid] + "\0" + refs[tid]) for tid in reports}
     job = _EvalJob(cfg, run, invocation, tasks, reports, refs, names, shas, log)
     pending = job.pending(list(reports))
-    with ending(run, invocation, budget_stops=True) as outcome:
-        asyncio.run(job.arun(list(reports), progress))
+    with ending(run, invocation):
+        status = asyncio.run(job.arun(list(reports), progress)).status
     per_task = {tid: log[tid]["metrics"] for tid in reports if tid in log}
     scored_now = sum(1 for tid in pending if tid in log and log[tid]["report_sha"] == shas[tid])
-    run.write_manifest(invocation, started, outcome.status, fields,
+    run.write_manifest(invocation, started, status, fields,
                        {"tasks": len(tasks), "reports": len(reports), "scored": len(per_task)})
-    summary = EvalSummary(str(run.path), outcome.status, len(tasks), len(reports), len(tasks) - len(reports),
+    summary = EvalSummary(str(run.path), status, len(tasks), len(reports), len(tasks) - len(reports),
                           scored_now, judge_model, stats.summarise(per_task, resamples, seed),
                           _judge_use(run, [log[t] for t in per_task]), rejects.summary(), str(run / "report.html"))
     atomic_write_json(run / "summary.json", asdict(summary))

@@ -6,7 +6,9 @@ record in the job's keyed :class:`~rubricforge.rundir.StageLog`, refuses to mix 
 settings with new ones (a UserError, exit 2), runs the rest at most ``concurrency`` at a time under one
 LLM client and one progress bar, appends each item's record as soon as it is made (an item whose
 ``process`` raised is not recorded, so a re-run does it again), cancels the rest when one item raises,
-and closes the client however it ended.
+stops on a spent LLM budget with what is finished kept (the one budget rule, :mod:`rubricforge.jobs.base`:
+its stats say ``stopped: <why>`` and the job writes its output as usual), and closes the client however
+it ended.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from rubricforge.errors import UserError
+from rubricforge.jobs.base import ending
 from rubricforge.rundir import StageBar, StageLog, atomic_write_json, read_json
 
 if TYPE_CHECKING:
@@ -31,6 +34,7 @@ class ItemStats:
     items: int  # distinct items asked for
     done_before: int  # finished by an earlier run (read back, not redone)
     done_now: int  # finished by this run (its items that returned a record)
+    status: str = "complete"  # or "stopped: <why>" after a budget stop
 
 
 class ItemJob(Generic[T]):
@@ -114,7 +118,7 @@ to build on the job's client before the first item and release after the last.""
             groups.setdefault(self.group(item), []).append(item)
         try:
             self.open(client)
-            with StageBar(progress) as bar:
+            with StageBar(progress) as bar, ending(None) as outcome:
                 for name, members in groups.items():
                     advance = bar.task(f"{self.stage} · {name}" if name else self.stage, total=len(members))
                     tasks = [asyncio.ensure_future(one(item, advance)) for item in members]
@@ -130,4 +134,4 @@ to build on the job's client before the first item and release after the last.""
                 self.close()
             finally:
                 await client.aclose()
-        return ItemStats(len(keys), len(keys) - len(todo), len(done))
+        return ItemStats(len(keys), len(keys) - len(todo), len(done), outcome.status)

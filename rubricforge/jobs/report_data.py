@@ -67,6 +67,7 @@ class ReportDataSummary:
     queries: int
     rows: int
     failed: dict[str, int]
+    status: str = "complete"  # or "stopped: <why>" (a budget stop: the finished rows are written)
 
 
 class GeneratorFailed(Exception):
@@ -146,7 +147,7 @@ def build_report_data(cfg: Config, queries: str | Path, race_file: str | Path | 
     folder = Path(cfg.run_dir) / "report"
     log: StageLog[Any] = StageLog(folder / "rows.jsonl")
     keys = [(_key(i, f), i) for i, _ in items for f in forms]
-    asyncio.run(_ReportJob(cfg, given, log, mams or MamsConfig(), retrieval_tokens).arun(
+    stats = asyncio.run(_ReportJob(cfg, given, log, mams or MamsConfig(), retrieval_tokens).arun(
         [(i, q, f) for i, q in items for f in forms], progress))
     rows = [log[k]["row"] for k, _ in keys if k in log and log[k]["row"] is not None]
     failed: dict[str, int] = {}
@@ -154,7 +155,7 @@ def build_report_data(cfg: Config, queries: str | Path, race_file: str | Path | 
         if (record := log.get(k)) is not None and record["row"] is None:
             failed[record["failed"]] = failed.get(record["failed"], 0) + 1
     atomic_write_text(folder / "data.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-    return ReportDataSummary(str(folder / "data.jsonl"), len(items), len(rows), failed)
+    return ReportDataSummary(str(folder / "data.jsonl"), len(items), len(rows), failed, stats.status)
 
 
 class _ReportJob(ItemJob[tuple[str, str, str]]):

@@ -76,6 +76,7 @@ class EvalResult:
     pairs_file: str
     judge_model: str
     sources: list[SourceResult]
+    status: str = "complete"  # or "stopped: <why>" (a budget stop: the table has the pairs scored so far)
 
 
 def check_sources(sources: Sequence[str]) -> list[str]:
@@ -179,10 +180,10 @@ def evaluate(cfg: Config, pairs_file: str | Path, sources: Sequence[str], split:
     out = Path(cfg.run_dir) / "rubric-eval"
     scores: StageLog[Any] = StageLog(out / "scores.jsonl")
     job = _EvalJob(cfg, pairs, sources, StageLog(out / "rubrics.jsonl"), scores, race_file, dataset)
-    asyncio.run(job.arun([(s, p) for s in sources for p in pairs], progress))
+    stats = asyncio.run(job.arun([(s, p) for s in sources for p in pairs], progress))
     results = job.results()
     result = EvalResult(str(out), str(pairs_file), cfg.llm.judge.model,
-                        [_summarise(s, pairs, scores, results[s], n_boot) for s in sources])
+                        [_summarise(s, pairs, scores, results[s], n_boot) for s in sources], stats.status)
     atomic_write_json(out / "summary.json", asdict(result))
     atomic_write_text(out / "table.md", markdown_table(result))
     return result

@@ -35,6 +35,7 @@ class GenerateSummary:
     failed: int
     generated_now: int
     model: str
+    status: str = "complete"  # or "stopped: <why>" (a budget stop: the rows whose rubrics are made are written)
 
 
 def generate_dataset_rubrics(cfg: Config, dataset: str | Path, out: str | Path, progress: bool = True
@@ -53,7 +54,8 @@ def generate_dataset_rubrics(cfg: Config, dataset: str | Path, out: str | Path, 
     kept = [{**row, "rubrics": made[str(row["question"])], "rubric_source": "generated"}
             for row in rows if made.get(str(row["question"])) is not None]
     atomic_write_text(out, "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in kept))
-    return GenerateSummary(str(out), len(rows), len(kept), len(rows) - len(kept), stats.done_now, job.model)
+    return GenerateSummary(str(out), len(rows), len(kept), len(rows) - len(kept), stats.done_now, job.model,
+                           stats.status)
 
 
 class _GenerateJob(ItemJob[str]):

@@ -4,9 +4,10 @@ Each scored response is appended at once to the output JSONL (``{"key": "<id>#<l
 "rewards": {name: {"value", ...details}}}``), so an interrupted run keeps what it finished; the same
 command then scores only responses that are missing, or that have an unscored reward (a judge that was
 down is asked again; the LLM cache answers everything it already said). The summary (mean, min, max,
-scored and unscored per reward, judge calls) goes to ``<out>.summary.json``. A responses file of which no
-line names a dataset example is a UserError; a run in which no reward could be computed at all (every
-judge call failed) raises RunFailed after writing the summary, so a script sees a non-zero exit.
+scored and unscored per reward, judge calls, status) goes to ``<out>.summary.json``. A responses file of
+which no line names a dataset example is a UserError; a run in which no reward could be computed at all
+(every judge call failed) raises RunFailed after writing the summary, so a script sees a non-zero exit.
+A budget stop ends it ``stopped: <why>`` with the summary of what is scored (:mod:`rubricforge.jobs.base`).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class ScoreSummary:
     rejects: dict[str, Any] = field(default_factory=dict)
     judge: dict[str, dict[str, int]] = field(default_factory=dict)
     no_known_tags: int = 0  # responses with none of the known tags (DeepRubric's or DR Tulu's): no answer found
+    status: str = "complete"  # or "stopped: <why>" (a budget stop: the summary covers what is scored)
 
 
 def default_out(responses: str | Path) -> Path:
@@ -65,10 +67,10 @@ def score_responses(cfg: Config, dataset: str | Path, responses: str | Path, nam
     stats = asyncio.run(job.arun(todo, progress))
     untagged = sum(1 for r in todo if (log.get(r.key) or {}).get("protocol", "") is None)
     summary = ScoreSummary(str(log.path), len(todo), stats.done_now, _stats(log, todo, names), rejects.summary(),
-                           job.judge_counts(), untagged)
+                           job.judge_counts(), untagged, stats.status)
     summary_path = log.path.with_name(f"{log.path.stem}.summary.json")
     atomic_write_json(summary_path, vars(summary))
-    if not any(s["scored"] for s in summary.rewards.values()):
+    if summary.status == "complete" and not any(s["scored"] for s in summary.rewards.values()):
         raise RunFailed(f"no reward could be computed for any of the {len(todo)} responses (every judge call "
                         f"failed?): see {summary_path}; re-run the same command to retry them")
     return summary
