@@ -75,35 +75,36 @@ def test_settings_guard_refuses_a_changed_setting(tmp_path):
     asyncio.run(Square(StageLog(tmp_path / "squares.jsonl"), model="a").arun([1, 2], progress=False))
 
 
-def _score(tmp_path: Path) -> tuple[list[str], Path]:
+def _score(tmp_path: Path) -> tuple[list[str], Path, Path | None]:
     dataset, responses = tmp_path / "data.jsonl", tmp_path / "responses.jsonl"
     dataset.write_text(json.dumps(EXAMPLE) + "\n")
     responses.write_text("".join(json.dumps({"id": "ex1", "response": ROLLOUT.replace("Paris", f"Paris ({i})")}) + "\n"
                                  for i in range(3)))  # three different prompts: no cache hit
     return (["reward", "score", "-d", str(dataset), "-r", str(responses), "--rewards", "rubric"],
-            tmp_path / "responses.scores.summary.json")
+            tmp_path / "responses.scores.summary.json", tmp_path / "responses.scores.run" / "manifest.json")
 
 
-def _rubrics(tmp_path: Path) -> tuple[list[str], Path]:
+def _rubrics(tmp_path: Path) -> tuple[list[str], Path, Path | None]:
     dataset = tmp_path / "data.jsonl"
     dataset.write_text("".join(json.dumps({"id": f"q{i}", "question": f"Compare DNS resolvers {i}."}) + "\n"
                                for i in range(3)))
-    return ["rubrics", "generate", "-d", str(dataset), "--out", str(tmp_path / "out.jsonl")], tmp_path / "out.jsonl"
+    return ["rubrics", "generate", "-d", str(dataset), "--out", str(tmp_path / "out.jsonl")], tmp_path / "out.jsonl", None
 
 
-def _report(tmp_path: Path) -> tuple[list[str], Path]:
+def _report(tmp_path: Path) -> tuple[list[str], Path, Path | None]:
     queries = tmp_path / "queries.jsonl"
     queries.write_text("".join(json.dumps({"id": i, "query": f"Compare DNS resolvers {i}."}) + "\n" for i in range(3)))
     return (["build", "--source", "report", "--queries", str(queries)],
-            tmp_path / "run" / "report" / "data.jsonl")
+            tmp_path / "run" / "report" / "data.jsonl", tmp_path / "run" / "report" / "manifest.json")
 
 
 @pytest.mark.parametrize("job, responder", [(_score, scripted_judge), (_rubrics, prefs_judge),
                                             (_report, report_writer)])
 def test_a_budget_stop_writes_what_is_finished_and_exits_3(job, responder, tmp_path):
     """The one budget rule (jobs/base.py) for every item job: the output of the finished items is written, the
-    command says ``stopped`` and exits STOPPED_EXIT, and the same command with a larger budget finishes."""
-    args, output = job(tmp_path)
+    command says ``stopped`` and exits STOPPED_EXIT (the manifest of a job with a run directory says so too), and
+    the same command with a larger budget finishes."""
+    args, output, manifest = job(tmp_path)
     with FakeOpenAI(responder=responder) as server:
         llm = litellm_llm_config(tmp_path, server, concurrency=1)
         config = tmp_path / "config.yaml"
@@ -112,6 +113,15 @@ def test_a_budget_stop_writes_what_is_finished_and_exits_3(job, responder, tmp_p
         res = CliRunner().invoke(app, [*args, "-c", str(config), "-q"])
         assert res.exit_code == STOPPED_EXIT, res.output
         assert "stopped: LLM budget reached" in res.output and output.exists()
+        if manifest is not None:
+            stopped = json.loads(manifest.read_text())
+            assert stopped["status"].startswith("stopped: LLM budget reached") and stopped["ledger"]["total"]["calls"]
         config.write_text(yaml.safe_dump({"run_dir": str(tmp_path / "run"), "llm": llm, "reward": {"concurrency": 1}}))
         res = CliRunner().invoke(app, [*args, "-c", str(config), "-q"])
     assert res.exit_code == 0 and "stopped" not in res.output, res.output
+    if manifest is not None:
+        done = json.loads(manifest.read_text())
+        counts = done["counts"]
+        assert done["status"] == "complete" and len(done["invocations"]) == 2
+        assert counts["done_before"] + counts["done_now"] == counts["items"] == 3
+        assert done["models"] and (manifest.parent / "config.yaml").exists()

@@ -8,19 +8,22 @@ LLM client and one progress bar, appends each item's record as soon as it is mad
 ``process`` raised is not recorded, so a re-run does it again), cancels the rest when one item raises,
 stops on a spent LLM budget with what is finished kept (the one budget rule, :mod:`rubricforge.jobs.base`:
 its stats say ``stopped: <why>`` and the job writes its output as usual), and closes the client however
-it ended.
+it ended. A job given a :class:`~rubricforge.rundir.RunDir` (``run``) also gets its manifest there: the
+invocation with its status (``running``, then how it ended), :meth:`ItemJob.manifest_fields` (settings,
+models, provenance), the item counts and the invocation's LLM ledger (``ledgers/``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from rubricforge.errors import UserError
 from rubricforge.jobs.base import ending
-from rubricforge.rundir import StageBar, StageLog, atomic_write_json, read_json
+from rubricforge.rundir import RunDir, StageBar, StageLog, atomic_write_json, now, read_json
 
 if TYPE_CHECKING:
     from rubricforge.config import LLMConfig
@@ -45,8 +48,9 @@ to build on the job's client before the first item and release after the last.""
 
     stage = "items"
 
-    def __init__(self, log: StageLog[Any], llm: LLMConfig, concurrency: int | None = None):
-        self.log, self.llm, self.concurrency = log, llm, concurrency
+    def __init__(self, log: StageLog[Any], llm: LLMConfig, concurrency: int | None = None, run: RunDir | None = None):
+        self.log, self.llm, self.concurrency, self.run = log, llm, concurrency, run
+        self.invocation, self.started = uuid.uuid4().hex[:12], now()
 
     def key(self, item: T) -> str:
         raise NotImplementedError
@@ -64,6 +68,10 @@ to build on the job's client before the first item and release after the last.""
 
     def settings(self) -> dict[str, Any]:
         return {}
+
+    def manifest_fields(self, client: LLMClient) -> dict[str, Any]:
+        """What the manifest records besides status, counts and ledger (default: the settings)."""
+        return {"settings": self.settings()}
 
     def open(self, client: LLMClient) -> None:
         """Build what :meth:`process` needs from the job's client (called once, before the first item)."""
@@ -116,9 +124,13 @@ to build on the job's client before the first item and release after the last.""
         groups: dict[str, list[T]] = {}
         for item in todo:
             groups.setdefault(self.group(item), []).append(item)
+        if self.run is not None:
+            self.run.check_pipeline()
+            fields = self.manifest_fields(client)
+            self.run.write_manifest(self.invocation, self.started, "running", fields)
         try:
             self.open(client)
-            with StageBar(progress) as bar, ending(None) as outcome:
+            with StageBar(progress) as bar, ending(self.run, self.invocation) as outcome:
                 for name, members in groups.items():
                     advance = bar.task(f"{self.stage} · {name}" if name else self.stage, total=len(members))
                     tasks = [asyncio.ensure_future(one(item, advance)) for item in members]
@@ -133,5 +145,11 @@ to build on the job's client before the first item and release after the last.""
             try:
                 self.close()
             finally:
+                if self.run is not None:
+                    atomic_write_json(self.run.ledger_path(self.invocation, "main"), {"ledger": client.ledger.summary()})
                 await client.aclose()
-        return ItemStats(len(keys), len(keys) - len(todo), len(done), outcome.status)
+        stats = ItemStats(len(keys), len(keys) - len(todo), len(done), outcome.status)
+        if self.run is not None:
+            self.run.write_manifest(self.invocation, self.started, stats.status, fields, {
+                "items": stats.items, "done_before": stats.done_before, "done_now": stats.done_now})
+        return stats

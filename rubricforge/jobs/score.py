@@ -4,7 +4,9 @@ Each scored response is appended at once to the output JSONL (``{"key": "<id>#<l
 "rewards": {name: {"value", ...details}}}``), so an interrupted run keeps what it finished; the same
 command then scores only responses that are missing, or that have an unscored reward (a judge that was
 down is asked again; the LLM cache answers everything it already said). The summary (mean, min, max,
-scored and unscored per reward, judge calls, status) goes to ``<out>.summary.json``. A responses file of
+scored and unscored per reward, judge calls, status) goes to ``<out>.summary.json``; the run's record
+(``manifest.json`` with the rewards, inputs, judge model, counts and LLM ledger; ``config.yaml``) to the run
+directory ``<out>.run/`` (:class:`~rubricforge.rundir.RunDir`). A responses file of
 which no line names a dataset example is a UserError; a run in which no reward could be computed at all
 (every judge call failed) raises RunFailed after writing the summary, so a script sees a non-zero exit.
 A budget stop ends it ``stopped: <why>`` with the summary of what is scored (:mod:`rubricforge.jobs.base`).
@@ -26,7 +28,7 @@ from rubricforge.export.convert import to_rubricforge_rows
 from rubricforge.jobs.items import ItemJob
 from rubricforge.rewards.inputs import Response, load_examples, load_responses
 from rubricforge.rewards.scorer import RewardScorer, Rollout, check_columns
-from rubricforge.rundir import StageLog, atomic_write_json
+from rubricforge.rundir import RunDir, StageLog, atomic_write_json
 
 if TYPE_CHECKING:
     from rubricforge.llm import LLMClient
@@ -63,7 +65,10 @@ def score_responses(cfg: Config, dataset: str | Path, responses: str | Path, nam
                         f'give each line the "id" of an example in {dataset} and a "response"')
     check_columns([examples[r.example_id] for r in todo], names, dataset)
     log: StageLog[Any] = StageLog(out or default_out(responses))
-    job = _ScoreJob(cfg, examples, tuple(names), log)
+    run = RunDir(log.path.with_name(f"{log.path.stem}.run"), "score")
+    run.write_config(cfg)
+    job = _ScoreJob(cfg, examples, tuple(names), log, run)
+    job.inputs = {"dataset": str(Path(dataset).resolve()), "responses": str(Path(responses).resolve())}
     stats = asyncio.run(job.arun(todo, progress))
     untagged = sum(1 for r in todo if (log.get(r.key) or {}).get("protocol", "") is None)
     summary = ScoreSummary(str(log.path), len(todo), stats.done_now, _stats(log, todo, names), rejects.summary(),
@@ -81,16 +86,22 @@ class _ScoreJob(ItemJob[Response]):
 
     stage = "scoring"
 
-    def __init__(self, cfg: Config, examples: dict[str, dict[str, Any]], names: tuple[str, ...], log: StageLog[Any]):
-        super().__init__(log, cfg.llm, cfg.reward.concurrency)
+    def __init__(self, cfg: Config, examples: dict[str, dict[str, Any]], names: tuple[str, ...], log: StageLog[Any],
+                 run: RunDir):
+        super().__init__(log, cfg.llm, cfg.reward.concurrency, run)
         self.cfg, self.examples, self.names = cfg, examples, names
         self.scorer: RewardScorer | None = None
+        self.inputs: dict[str, str] = {}
 
     def key(self, item: Response) -> str:
         return item.key
 
     def finished(self, record: dict[str, Any] | None) -> bool:
         return record is not None and all(record["rewards"].get(n, {}).get("value") is not None for n in self.names)
+
+    def manifest_fields(self, client: LLMClient) -> dict[str, Any]:
+        return {"rewards": list(self.names), **self.inputs, "models": {"judge": client.model_name("judge")},
+                "judge_mode": self.cfg.reward.judge_mode}
 
     def open(self, client: LLMClient) -> None:
         self.scorer = RewardScorer(self.cfg, client)
