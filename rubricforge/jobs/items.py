@@ -73,6 +73,10 @@ to build on the job's client before the first item and release after the last.""
         """What the manifest records besides status, counts and ledger (default: the settings)."""
         return {"settings": self.settings()}
 
+    def counts(self, stats: ItemStats) -> dict[str, Any]:
+        """The manifest's counts after a run (default: the item stats)."""
+        return {"items": stats.items, "done_before": stats.done_before, "done_now": stats.done_now}
+
     def open(self, client: LLMClient) -> None:
         """Build what :meth:`process` needs from the job's client (called once, before the first item)."""
 
@@ -129,8 +133,8 @@ to build on the job's client before the first item and release after the last.""
             fields = self.manifest_fields(client)
             self.run.write_manifest(self.invocation, self.started, "running", fields)
         try:
-            self.open(client)
             with StageBar(progress) as bar, ending(self.run, self.invocation) as outcome:
+                self.open(client)
                 for name, members in groups.items():
                     advance = bar.task(f"{self.stage} · {name}" if name else self.stage, total=len(members))
                     tasks = [asyncio.ensure_future(one(item, advance)) for item in members]
@@ -150,6 +154,5 @@ to build on the job's client before the first item and release after the last.""
                 await client.aclose()
         stats = ItemStats(len(keys), len(keys) - len(todo), len(done), outcome.status)
         if self.run is not None:
-            self.run.write_manifest(self.invocation, self.started, stats.status, fields, {
-                "items": stats.items, "done_before": stats.done_before, "done_now": stats.done_now})
+            self.run.write_manifest(self.invocation, self.started, stats.status, fields, self.counts(stats))
         return stats
