@@ -35,7 +35,7 @@ _EXPORTS = {
     "LLMClient": "rubricforge.llm",
     # jobs and their async twins
     "build_dataset": "rubricforge.jobs.tree", "build_kg_dataset": "rubricforge.jobs.kg", "JobResult": "rubricforge.jobs.base",
-    "score_responses": "rubricforge.jobs.score", "ScoreSummary": "rubricforge.jobs.score",
+    "score_responses": "rubricforge.jobs.reward_score", "ScoreSummary": "rubricforge.jobs.reward_score",
     "abuild_dataset": "rubricforge.api", "abuild_kg_dataset": "rubricforge.api", "ascore_responses": "rubricforge.api",
     "run_job": "rubricforge.api",
     # scoring and the TRL adapters
@@ -43,14 +43,14 @@ _EXPORTS = {
     "reward_functions": "rubricforge.rewards.trl_rewards",
     # reward functions
     "parse_trajectory": "rubricforge.rewards.trajectory", "Trajectory": "rubricforge.rewards.trajectory",
-    "composite": "rubricforge.rewards.composite", "format_reward": "rubricforge.rewards.format_reward",
-    "search_reward": "rubricforge.rewards.search_reward", "citation_reward": "rubricforge.rewards.citation_reward",
-    "citation_format_reward": "rubricforge.rewards.citation_format",
-    "rubric_reward": "rubricforge.rewards.rubric_reward", "race_score": "rubricforge.rewards.race",
-    "report_citation_reward": "rubricforge.rewards.report_rules",
-    "report_format_reward": "rubricforge.rewards.report_rules", "report_reward": "rubricforge.rewards.report_rules",
-    "prm_reward": "rubricforge.rewards.search_rl", "search_rl_reward": "rubricforge.rewards.search_rl",
-    "orm_reward": "rubricforge.rewards.orm",
+    "composite": "rubricforge.rewards.deeprubric.composite", "format_reward": "rubricforge.rewards.deeprubric.format_reward",
+    "search_reward": "rubricforge.rewards.deeprubric.search_reward", "citation_reward": "rubricforge.rewards.deeprubric.citation_reward",
+    "citation_format_reward": "rubricforge.rewards.deeprubric.citation_format",
+    "rubric_reward": "rubricforge.rewards.deeprubric.rubric_reward", "race_score": "rubricforge.rewards.minddr.race",
+    "report_citation_reward": "rubricforge.rewards.minddr.report_rules",
+    "report_format_reward": "rubricforge.rewards.minddr.report_rules", "report_reward": "rubricforge.rewards.minddr.report_rules",
+    "prm_reward": "rubricforge.rewards.minddr.search_rl", "search_rl_reward": "rubricforge.rewards.minddr.search_rl",
+    "orm_reward": "rubricforge.rewards.minddr.orm",
     # rubric generation
     "generate_race_rubrics": "rubricforge.rubric_gen.race",
 }
@@ -95,20 +95,20 @@ if TYPE_CHECKING:
     from rubricforge.errors import UserError
     from rubricforge.jobs.base import JobResult
     from rubricforge.jobs.kg import build_kg_dataset
-    from rubricforge.jobs.score import ScoreSummary, score_responses
+    from rubricforge.jobs.reward_score import ScoreSummary, score_responses
     from rubricforge.jobs.tree import build_dataset
     from rubricforge.llm import LLMClient
-    from rubricforge.rewards.citation_format import citation_format_reward
-    from rubricforge.rewards.citation_reward import citation_reward
-    from rubricforge.rewards.composite import composite
-    from rubricforge.rewards.format_reward import format_reward
-    from rubricforge.rewards.orm import orm_reward
-    from rubricforge.rewards.race import race_score
-    from rubricforge.rewards.report_rules import report_citation_reward, report_format_reward, report_reward
-    from rubricforge.rewards.rubric_reward import rubric_reward
+    from rubricforge.rewards.deeprubric.citation_format import citation_format_reward
+    from rubricforge.rewards.deeprubric.citation_reward import citation_reward
+    from rubricforge.rewards.deeprubric.composite import composite
+    from rubricforge.rewards.deeprubric.format_reward import format_reward
+    from rubricforge.rewards.minddr.orm import orm_reward
+    from rubricforge.rewards.minddr.race import race_score
+    from rubricforge.rewards.minddr.report_rules import report_citation_reward, report_format_reward, report_reward
+    from rubricforge.rewards.deeprubric.rubric_reward import rubric_reward
     from rubricforge.rewards.scorer import RewardScorer, Rollout
-    from rubricforge.rewards.search_reward import search_reward
-    from rubricforge.rewards.search_rl import prm_reward, search_rl_reward
+    from rubricforge.rewards.deeprubric.search_reward import search_reward
+    from rubricforge.rewards.minddr.search_rl import prm_reward, search_rl_reward
     from rubricforge.rewards.trajectory import Trajectory, parse_trajectory
     from rubricforge.rewards.trl_rewards import reward_functions
     from rubricforge.rubric_gen.race import generate_race_rubrics

@@ -20,7 +20,7 @@ from rubricforge.errors import UserError
 if TYPE_CHECKING:
     from rubricforge.config import Config
     from rubricforge.jobs.base import JobResult
-    from rubricforge.jobs.score import ScoreSummary
+    from rubricforge.jobs.reward_score import ScoreSummary
 
 
 Executor = Literal["local", "prefect"]
@@ -67,7 +67,7 @@ async def abuild_kg_dataset(cfg: Config, progress: bool = True, push_to_hub: str
 
 async def ascore_responses(cfg: Config, dataset: str | Path, responses: str | Path, names: Sequence[str],
                            out: str | Path | None = None, progress: bool = True) -> ScoreSummary:
-    """:func:`rubricforge.jobs.score.score_responses` (score a JSONL of responses, resumably), awaitable."""
-    from rubricforge.jobs.score import score_responses
+    """:func:`rubricforge.jobs.reward_score.score_responses` (score a JSONL of responses, resumably), awaitable."""
+    from rubricforge.jobs.reward_score import score_responses
 
     return await asyncio.to_thread(score_responses, cfg, dataset, responses, names, out, progress)

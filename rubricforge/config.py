@@ -295,6 +295,10 @@ class TrainConfig(Section):
     dpo_pairs_per_prompt: int = Field(1, ge=1)
     dpo_beta: float = Field(0.1, gt=0)  # β of MindDR Eq. 14 (`train dpo`; the paper gives none, TRL's default)
     dpo_args: dict[str, Any] = Field(default_factory=dict)  # any TRL DPOConfig field (`train dpo`)
+    # gold judge (`train grpo | hote | score`, rubricforge.evaluation.gold): a judge that is not the training judge
+    gold_judge: str | None = None  # a YAML config (its llm.judge) or a model name; None: off
+    gold_every: int = Field(10, ge=1)  # optimiser steps between held-out evaluations
+    gold_tasks: str | None = None  # held-out task set; None: the dataset's rows with split test / validation
 
 
 class EvolveConfig(Section):

@@ -1,5 +1,5 @@
 """Text helpers every layer shares: clipping, and the one sentence splitter (tree statements, KG evidence,
-MaMs facts)."""
+MaMs facts, and answers' claims and tense check with ``markdown=True``)."""
 
 from __future__ import annotations
 
@@ -18,21 +18,30 @@ def one_line(text: str, n: int) -> str:
     return clip(" ".join(text.split()), n)
 
 
-_SENTENCE_BREAK = re.compile(r"(?<=[.!?])([\"')\]]*)\s+(?=[\"'(\[]?[A-Z0-9])")
-# a period after these ends an abbreviation, not a sentence: an initial (J. or U.S.) or a common short form
-_ABBREVIATION = re.compile(r"(?:\b[A-Z]|\b(?:[A-Za-z]\.)+[A-Za-z]|\b(?:Mr|Mrs|Ms|Dr|Prof|St|Jr|Sr|vs|etc|ca|c|No|Co|Inc"
-                           r"|Ltd|Mt|Gen|Col|Lt|Rev|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec))\.$")
+# a break: [.!?] (then closing quotes or brackets) and whitespace; in prose before a capital letter or a digit
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])([\"'”’)\]]*)\s+(?=[\"'“‘(\[]?[A-Z0-9])")
+# in Markdown: before anything, and also after CJK full stops and at every line break
+_MARKDOWN_BREAK = re.compile(r"(?<=[.!?])([\"'”’)\]]*)\s+|[。！？]+\s*|\s*\n\s*")
+# a period after these ends an abbreviation, not a sentence: an initial (J. or U.S. or e.g.) or a short form
+_ABBREVIATION = re.compile(r"(?:\b[A-Z]|\b(?:[A-Za-z]\.)+[A-Za-z]|\b(?:No|Co|Mt|Gen|Col|Lt|Rev|Jan|Feb|Mar|Apr|Jun|Jul"
+                           r"|Aug|Sep|Sept|Oct|Nov|Dec|ca|c)|\b(?i:mr|mrs|ms|dr|prof|st|jr|sr|vs|etc|inc|ltd|cf|fig|figs"
+                           r"|eq|eqs|et|al|approx|vol|pp))\.$")
 
 
-def sentence_spans(text: str) -> list[tuple[int, int]]:
-    """``(start, end)`` of each sentence of ``text``: a break follows ``.``/``!``/``?`` (and closing quotes or
-    brackets) before whitespace and a capital letter or digit, except after an initial or a common
-    abbreviation (``J.``, ``U.S.``, ``Dr.``, ``Jan.``). Spans exclude surrounding whitespace."""
+def sentence_spans(text: str, *, markdown: bool = False) -> list[tuple[int, int]]:
+    """``(start, end)`` of each sentence of ``text``, surrounding whitespace excluded, blank ones skipped.
+
+    A sentence ends after ``.``/``!``/``?`` (and closing quotes or brackets) and whitespace, except after an
+    initial or a common abbreviation (``J.``, ``U.S.``, ``e.g.``, ``Dr.``, ``Jan.``, ``Fig.``, ``et al.``);
+    decimals ("3.5") never split. Prose (tree statements, KG evidence, MaMs facts) breaks only before a capital
+    letter or a digit. ``markdown=True`` reads an agent's answer (claims, the tense check): a break needs no
+    capital after it, and CJK full stops and every line break end a piece too (headings, list items and table
+    rows are pieces of their own)."""
     spans, start = [], 0
-    for m in _SENTENCE_BREAK.finditer(text):
-        if _ABBREVIATION.search(text[max(0, m.start() - 12):m.start()]):
+    for m in (_MARKDOWN_BREAK if markdown else _SENTENCE_BREAK).finditer(text):
+        if m.group(1) is not None and _ABBREVIATION.search(text[max(0, m.start() - 12):m.start()]):
             continue
-        spans.append((start, m.start() + len(m.group(1))))
+        spans.append((start, m.start() + len(m.group().rstrip())))
         start = m.end()
     spans.append((start, len(text)))
     out = []

@@ -26,7 +26,7 @@ def test_every_public_name_resolves_and_is_listed():
     for name in rubricforge.__all__:
         assert callable(getattr(rubricforge, name)), name
     assert set(rubricforge.__all__) <= set(dir(rubricforge))
-    assert rubricforge.report_reward is rubricforge.rewards.report_rules.report_reward
+    assert rubricforge.report_reward is rubricforge.rewards.minddr.report_rules.report_reward
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         rubricforge.nope  # noqa: B018
 
@@ -65,8 +65,8 @@ def test_every_function_of_the_formula_table_exists():
     import importlib
 
     rows = _formula_table()
-    assert len(rows) >= 30 and {("MindDR", "Eq. 12", "rewards.report_rules:report_reward"),
-                                ("DeepRubric", "Eq. 5", "rewards.composite:composite")} <= set(rows)
+    assert len(rows) >= 30 and {("MindDR", "Eq. 12", "rewards.minddr.report_rules:report_reward"),
+                                ("DeepRubric", "Eq. 5", "rewards.deeprubric.composite:composite")} <= set(rows)
     for _, _, target in rows:
         module, _, attr = target.partition(":")
         obj = importlib.import_module(f"rubricforge.{module}")
@@ -80,6 +80,6 @@ def test_the_rewards_package_index_agrees_with_the_formula_table():
     import rubricforge.rewards
 
     table = {target for _, _, target in _formula_table() if target.startswith("rewards.")}
-    listed = {"rewards.{}:{}".format(*ref.split(".", 1))
+    listed = {"rewards.{}:{}".format(*ref.rsplit(".", 1))
               for ref in re.findall(r":(?:func|class):`\.([\w.]+)`", rubricforge.rewards.__doc__)}
-    assert table - listed == {"rewards.citation_reward:ClaimScore.f1"} and listed <= table
+    assert table - listed == {"rewards.deeprubric.citation_reward:ClaimScore.f1"} and listed <= table

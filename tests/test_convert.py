@@ -13,7 +13,7 @@ from support.cli import assert_user_error, cli
 from rubricforge.errors import UserError
 from rubricforge.export.convert import FORMATS, convert_file, detect_format, read_records, to_rubricforge_rows
 from rubricforge.export.convert.drb import RACE_FIELDS
-from rubricforge.rewards.rubric_reward import criteria_from, criterion_text
+from rubricforge.rewards.deeprubric.rubric_reward import criteria_from, criterion_text
 
 DATA = Path(__file__).parent / "data" / "formats"
 DRB = DATA / "drb_criteria.jsonl"
@@ -284,7 +284,7 @@ def test_the_judge_sees_type_and_evidence_only_through_views_that_keep_them(tmp_
     no place for more), which is why the two views score the same responses differently."""
     from reward_fixtures import EXAMPLE
     from rubricforge.export.convert import get_format
-    from rubricforge.rewards.rubric_reward import criteria_from, criterion_text
+    from rubricforge.rewards.deeprubric.rubric_reward import criteria_from, criterion_text
 
     def judge_views(row: dict) -> list[str]:
         return [criterion_text(c) for c in criteria_from(row["rubrics"])]

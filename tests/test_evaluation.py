@@ -26,7 +26,7 @@ from rubricforge.evaluation.report import histogram
 from rubricforge.evaluation.stats import bootstrap_ci, describe, paired, sign_test
 from rubricforge.evaluation.tasks import load_reports, load_tasks, report_text, scorers_for
 from rubricforge.jobs.evaluate import compare, evaluate
-from rubricforge.rewards.race import PointwiseJudgement, score_pointwise
+from rubricforge.rewards.minddr.race import PointwiseJudgement, score_pointwise
 from rubricforge.schema import RaceRubrics
 from support.cli import assert_user_error, cli
 

@@ -15,9 +15,9 @@ from llm_fakes import FakeOpenAI, Reply, litellm_llm_config
 from rubricforge.config import load_config
 from rubricforge.errors import UserError
 from rubricforge.llm import LLMClient
-from rubricforge.rewards.hote import hote_reward
+from rubricforge.rewards.hote.rubric_reward import hote_reward
 from rubricforge.rewards.judging import Judge
-from rubricforge.rewards.rubric_reward import criteria_from, criterion_text
+from rubricforge.rewards.deeprubric.rubric_reward import criteria_from, criterion_text
 from rubricforge.rewards.scorer import RewardScorer, Rollout
 from rubricforge.rubric_gen.bank import RubricBank, RubricItem, TaskRubrics, prune, update_active
 from rubricforge.training.adaptive import DifficultyWeights, step_modes
@@ -250,7 +250,7 @@ class LoopTrainer:
 def test_scheduler_is_stepped_by_training_metrics_and_resumes(tmp_path):
     from reward_fixtures import EXAMPLE, ROLLOUT
 
-    from rubricforge.rewards.search_rl import CoefficientScheduler
+    from rubricforge.rewards.minddr.search_rl import CoefficientScheduler
     from rubricforge.training.adaptive import StepHooks
     from rubricforge.training.trl_seams import STATE_FILE
 

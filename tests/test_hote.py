@@ -10,7 +10,7 @@ import pytest
 from llm_fakes import FakeOpenAI, Reply, litellm_llm_config
 
 from rubricforge.config import Config
-from rubricforge.rewards.hote import proposer_reward
+from rubricforge.rewards.hote.rubric_reward import proposer_reward
 from rubricforge.rubric_gen.bank import RubricItem, TaskRubrics
 from rubricforge.rubric_gen.meta_rubrics import combinations, meta_rubrics, weaknesses
 from rubricforge.training.adaptive import TOOL, step_modes

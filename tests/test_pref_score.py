@@ -11,8 +11,8 @@ from llm_fakes import FakeOpenAI, litellm_llm_config
 from pref_fakes import APP_I, prefs_judge
 
 from rubricforge.config import Config
-from rubricforge.rewards import pref_metrics as pm
-from rubricforge.rewards.pref_score import Rating, preference_reward, report_score, weighted_score
+from rubricforge.rewards.prefs import metrics as pm
+from rubricforge.rewards.prefs.report_score import Rating, preference_reward, report_score, weighted_score
 from rubricforge.rubric_gen.pref_rubrics import parse_rubric_items, pref_criteria, pref_format_reward
 from rubricforge.schema import Criterion
 

@@ -14,12 +14,12 @@ from reward_fixtures import ANSWER, BAD, EXAMPLE, QUESTION, RACE, ROLLOUT, RUBRI
 from rubricforge.config import load_config
 from rubricforge.errors import UserError
 from rubricforge.llm import LLMClient
-from rubricforge.rewards.citation_format import citation_format_reward
-from rubricforge.rewards.citation_reward import NeedsCitation, Relevance, Support, citation_reward
+from rubricforge.rewards.deeprubric.citation_format import citation_format_reward
+from rubricforge.rewards.deeprubric.citation_reward import NeedsCitation, Relevance, Support, citation_reward
 from rubricforge.rewards.judging import Judge
-from rubricforge.rewards.orm import majority, orm_reward
-from rubricforge.rewards.race import RaceJudgement, score_judgement
-from rubricforge.rewards.rubric_reward import criteria_from, rubric_reward
+from rubricforge.rewards.minddr.orm import majority, orm_reward
+from rubricforge.rewards.minddr.race import RaceJudgement, score_judgement
+from rubricforge.rewards.deeprubric.rubric_reward import criteria_from, rubric_reward
 from rubricforge.rewards.scorer import RewardScorer, Rollout
 from rubricforge.rewards.trl_rewards import reward_functions
 from rubricforge.rubric_gen.race import generate_race_rubrics

@@ -8,13 +8,13 @@ from datetime import date
 
 import pytest
 
-from rubricforge.rewards.citation_format import (
+from rubricforge.rewards.deeprubric.citation_format import (
     citation_format_reward,
     distribution,
     is_meaningful,
 )
-from rubricforge.rewards.format_reward import format_reward
-from rubricforge.rewards.report_rules import (
+from rubricforge.rewards.deeprubric.format_reward import format_reward
+from rubricforge.rewards.minddr.report_rules import (
     count_citations,
     count_report_citations,
     lexical_relevance,
@@ -24,8 +24,8 @@ from rubricforge.rewards.report_rules import (
     report_format_violations,
     report_reward,
 )
-from rubricforge.rewards.search_reward import count_search_calls, search_reward
-from rubricforge.rewards.search_rl import (
+from rubricforge.rewards.deeprubric.search_reward import count_search_calls, search_reward
+from rubricforge.rewards.minddr.search_rl import (
     INITIAL_WEIGHTS,
     CoefficientScheduler,
     Weights,
@@ -37,7 +37,7 @@ from rubricforge.rewards.search_rl import (
     tool_step_rewards,
     tool_successes,
 )
-from rubricforge.rewards.tense import find_tense_candidates
+from rubricforge.rewards.minddr.tense_rules import find_tense_candidates
 from rubricforge.rewards.trajectory import parse_trajectory
 
 approx = pytest.approx
@@ -399,7 +399,7 @@ def test_scheduler_metrics():
 def test_scheduler_transitions(caplog):
     s = CoefficientScheduler()
     m = {"tool_success_rate": 0.95, "format_rate": 0.5, "prm_coverage": 0.9}
-    caplog.set_level(logging.INFO, logger="rubricforge.rewards.search_rl")
+    caplog.set_level(logging.INFO, logger="rubricforge.rewards.minddr.search_rl")
     assert [s.update(i, m) for i in range(3)][-1] == Weights(0.2, 0.3, 0.5, 0.0)
     assert s.pending() == ["format"]
     m["format_rate"] = 0.96

@@ -11,7 +11,7 @@ import pytest
 from llm_fakes import FakeOpenAI, Reply, litellm_llm_config
 
 from rubricforge.config import Config
-from rubricforge.rewards.score import (EmaBaseline, assess, check_citations, extract_conclusion,
+from rubricforge.rewards.score.evaluator import (EmaBaseline, assess, check_citations, extract_conclusion,
                                        pairwise_consistency, score_report_reward, valid_citation_ratio, verified)
 from rubricforge.rubric_gen.score_dims import (DIMENSIONS, DimensionScheduler, Harness, default_selection,
                                                harness_due, parse_selection, refresh_harness, selection_messages)

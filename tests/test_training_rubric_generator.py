@@ -17,7 +17,7 @@ from llm_fakes import FakeOpenAI, litellm_llm_config
 from pref_fakes import APP_I, prefs_judge
 
 from rubricforge.config import Config
-from rubricforge.rewards.generator_reward import RubricQuality, hybrid_reward
+from rubricforge.rewards.prefs.hybrid_reward import RubricQuality, hybrid_reward
 
 QUERY = "Please generate an analysis report on common network failures."
 RUBRIC = json.dumps(APP_I)

@@ -20,7 +20,7 @@ from test_training_grpo import DATA, train_cfg
 from training_fakes import ScriptedPolicy, scripted_turn
 
 from rubricforge.config import Config
-from rubricforge.rewards.score import extract_conclusion, pairwise_consistency
+from rubricforge.rewards.score.evaluator import extract_conclusion, pairwise_consistency
 
 pytestmark = pytest.mark.slow
 VALID = ('<dimensions><dim name="factuality"/><dim name="insight" weight="0.3"/>'

@@ -11,7 +11,8 @@ import sys
 
 import typer
 
-from rubricforge.cli import build, config_show, convert, corpus, evaluate, llm, prefs, rewards, rollouts, rubrics, train
+from rubricforge.cli import (build, config_show, convert, corpus, evaluate, judge, llm, prefs, rewards, rollouts, rubrics,
+                             train)
 from rubricforge.cli.common import cli_config
 from rubricforge.errors import RunFailed, UserError
 
@@ -24,7 +25,7 @@ app.command("view")(build.view)
 app.command("convert")(convert.convert)
 app.command("config")(config_show.config_show)
 for name, group in (("corpus", corpus), ("llm", llm), ("reward", rewards), ("train", train), ("rollouts", rollouts),
-                    ("prefs", prefs), ("rubrics", rubrics), ("eval", evaluate)):
+                    ("prefs", prefs), ("rubrics", rubrics), ("eval", evaluate), ("judge", judge)):
     app.add_typer(group.app, name=name)
 
 

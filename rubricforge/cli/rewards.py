@@ -25,7 +25,7 @@ def reward_score(
     quiet: QuietOpt = False,
 ) -> None:
     """Score each response against its example: a per-component JSONL and a summary table (resumable)."""
-    from rubricforge.jobs.score import score_responses
+    from rubricforge.jobs.reward_score import score_responses
     from rubricforge.rewards.registry import GROUPS
 
     names = GROUPS.get(rewards) or tuple(n.strip() for n in rewards.split(",") if n.strip())

@@ -19,6 +19,11 @@ OutputOpt = Annotated[Optional[Path], typer.Option("--output-dir", help="Where t
 PresetOpt = Annotated[Optional[str], typer.Option(help="paper (App. B Table 5) | small-gpu | cpu (train.preset).")]
 LossOpt = Annotated[Optional[str], typer.Option(help="grpo | dapo | gspo (train.loss).")]
 PairsOpt = Annotated[Path, typer.Option("--pairs", help="The --out folder (or pairs.jsonl) of `train dpo-pairs`.")]
+GoldOpt = Annotated[Optional[str], typer.Option(help="A gold judge that is not the training judge (a YAML config "
+                                                     "or a model name): every --gold-every steps it scores the policy "
+                                                     "on held-out tasks (train.gold_judge).")]
+GoldEveryOpt = Annotated[Optional[int], typer.Option(min=1, help="Steps between gold evaluations (train.gold_every, "
+                                                                 "default 10).")]
 
 
 def _train_grpo(run: GRPORun, resume_from: Path | None = None, also: dict[str, str] | None = None) -> None:
@@ -30,6 +35,11 @@ def _train_grpo(run: GRPORun, resume_from: Path | None = None, also: dict[str, s
     shown = ", ".join(f"{label} {fmt(metrics.get(key))}"
                       for label, key in {"last reward": "reward", **(also or {})}.items())
     console().print(f"trained {run.trainer.state.global_step} steps; {shown} -> {run.output_dir}")
+
+
+def _gold(judge: str | None, every: int | None) -> dict[str, object]:
+    """The gold-judge flags as config keys."""
+    return {"train.gold_judge": judge, "train.gold_every": every}
 
 
 def _trained(stage: str, result: tuple[Path, dict[str, float]]) -> None:
@@ -55,12 +65,15 @@ def train_grpo(
                                                       "modes and schedule (evolve.modes).")] = None,
     resume_from: Annotated[Optional[Path], typer.Option(help="A checkpoint-N folder to resume from (policy, "
                                                               "rubric bank, reward weights).")] = None,
+    gold_judge: GoldOpt = None,
+    gold_every: GoldEveryOpt = None,
 ) -> None:
     """GRPO on a rubricforge dataset with the search / browse / scholar tools and the composite reward."""
     from rubricforge.training.grpo import build_grpo
 
     cfg = cli_config(config, set_, **{"train.preset": preset, "train.loss": loss, "train.max_tool_turns": max_tool_turns,
-                                      "train.output_dir": output_dir, "evolve.rubrics": rubrics, "evolve.modes": modes})
+                                      "train.output_dir": output_dir, "evolve.rubrics": rubrics, "evolve.modes": modes,
+                                      **_gold(gold_judge, gold_every)})
     _train_grpo(build_grpo(cfg, dataset, model), resume_from)
 
 
@@ -75,13 +88,15 @@ def train_hote(
     steps: Annotated[Optional[int], typer.Option(help="HOTE steps (hote.steps).")] = None,
     preset: Annotated[Optional[str], typer.Option(help="paper | small-gpu | cpu (train.preset), for both policies.")] = None,
     modes: Annotated[Optional[str], typer.Option(help="tool | no_tool | hybrid | hote (evolve.modes).")] = None,
+    gold_judge: GoldOpt = None,
+    gold_every: GoldEveryOpt = None,
 ) -> None:
     """HOTE self-play (Algorithm 1): a proposer writes tasks from the solver's weaknesses, the solver answers,
     the fixed judge keeps the rubric bank; both policies train with GRPO. Resumes from <run_dir>/hote."""
     from rubricforge.training.hote import HoteRun, step_summary
 
     cfg = cli_config(config, set_, **{"hote.proposer_model": proposer_model, "hote.steps": steps,
-                                      "train.preset": preset, "evolve.modes": modes})
+                                      "train.preset": preset, "evolve.modes": modes, **_gold(gold_judge, gold_every)})
     run = HoteRun(cfg, dataset, model)
     h = cfg.hote
     console().print(f"HOTE: B={h.batch_size} tasks x G={h.group} rollouts, {h.combinations} proposer groups x "
@@ -102,11 +117,14 @@ def train_score(
     output_dir: OutputOpt = None,
     resume_from: Annotated[Optional[Path], typer.Option(help="A checkpoint-N folder to resume from (policy, "
                                                               "dimension scheduler, harness, EMA baseline).")] = None,
+    gold_judge: GoldOpt = None,
+    gold_every: GoldEveryOpt = None,
 ) -> None:
     """SCORE self-play: one policy writes reports and selects the rubric they are judged by (KL 0.05)."""
     from rubricforge.training.score import build_score
 
-    cfg = cli_config(config, set_, **{"train.preset": preset, "train.output_dir": output_dir})
+    cfg = cli_config(config, set_, **{"train.preset": preset, "train.output_dir": output_dir,
+                                      **_gold(gold_judge, gold_every)})
     _train_grpo(build_score(cfg, dataset, model), resume_from, also={"R_eval": "score/r_eval"})
 
 

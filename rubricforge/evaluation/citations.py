@@ -12,7 +12,7 @@ Metrics: ``citation.precision`` (left out for a report with no judged pair: FACT
 ``citation.supported``, ``citation.unresolved`` (pairs whose id names no passage). A failed judge call makes the
 report's precision and count unscored (None).
 
-**Format compliance** (MindDR Eq. 11 on the report body, :mod:`~rubricforge.rewards.report_rules`): ``format`` =
+**Format compliance** (MindDR Eq. 11 on the report body, :mod:`~rubricforge.rewards.minddr.report_rules`): ``format`` =
 the share of the two checks a report passes (``format.markdown``: no markdown problem; ``format.cite``: no
 malformed cite markup; an empty report passes neither); the answer-tag check of Eq. 11 is not made, since a
 report is read out of its tag.
@@ -25,10 +25,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rubricforge.corpora.snippets import stable_id
-from rubricforge.rewards.citation_reward import Support
+from rubricforge.rewards.deeprubric.citation_reward import Support
 from rubricforge.rewards.claims import cite_problems, extract_claims
 from rubricforge.rewards.judging import Judge
-from rubricforge.rewards.report_rules import markdown_problems
+from rubricforge.rewards.minddr.report_rules import markdown_problems
 
 if TYPE_CHECKING:
     from rubricforge.corpora.index_store import CorpusIndex

@@ -2,10 +2,10 @@
 ``{"metrics": {name: value or None}, ...details}`` with its headline metric first (None = unscored, never 0).
 
 * ``race`` (MindDR App. 8.3; DeepResearch Bench's RACE): with a reference report, the reference-relative
-  S(target) / (S(target) + S(reference)) of :func:`~rubricforge.rewards.race.race_score`; without one the
-  pointwise S(target) / 10 of :func:`~rubricforge.rewards.race.race_pointwise`; per dimension too
+  S(target) / (S(target) + S(reference)) of :func:`~rubricforge.rewards.minddr.race.race_score`; without one the
+  pointwise S(target) / 10 of :func:`~rubricforge.rewards.minddr.race.race_pointwise`; per dimension too
   (``race.<dimension>``), with the task's dimension weights.
-* ``rubric`` (DeepRubric Eq. 4): :func:`~rubricforge.rewards.rubric_reward.rubric_reward`, 0–4 per criterion,
+* ``rubric`` (DeepRubric Eq. 4): :func:`~rubricforge.rewards.deeprubric.rubric_reward.rubric_reward`, 0–4 per criterion,
   weighted, in [0, 1]; the judge mode is ``reward.judge_mode``.
 * ``exact``: normalised exact match and token F1 against the answer and its aliases (``exact.em``,
   ``exact.f1``; :mod:`rubricforge.evaluation.exact`).
@@ -26,9 +26,9 @@ from rubricforge.errors import UserError
 from rubricforge.evaluation.citations import Resolve, fact, format_compliance
 from rubricforge.evaluation.exact import exact_scores
 from rubricforge.rewards.judging import Judge
-from rubricforge.rewards.race import (RaceScore, parse_race_rubrics, race_pointwise, race_score,
+from rubricforge.rewards.minddr.race import (RaceScore, parse_race_rubrics, race_pointwise, race_score,
                                      scored_dimensions)
-from rubricforge.rewards.rubric_reward import JudgeMode, criteria_from, rubric_reward
+from rubricforge.rewards.deeprubric.rubric_reward import JudgeMode, criteria_from, rubric_reward
 
 
 async def score(name: str, judge: Judge, task: Mapping[str, Any], report: str, reference: str | None,

@@ -73,3 +73,14 @@ def paired(a: Mapping[str, float | None], b: Mapping[str, float | None], resampl
             "diff": float(np.mean(diffs)) if diffs else None, "ci_low": ci[0] if ci else None,
             "ci_high": ci[1] if ci else None, "wins": wins, "ties": len(diffs) - wins - losses, "losses": losses,
             "sign_p": sign_test(wins, losses), "diffs": dict(zip(shared, diffs, strict=True))}
+
+
+def balanced_accuracy(labels: Sequence[bool], predictions: Sequence[bool]) -> float | None:
+    """The mean over the classes present in ``labels`` of the share of that class predicted as it (the recall of
+    "yes" and of "no"; one class only: its recall); None with no pairs."""
+    recalls = []
+    for cls in (True, False):
+        hits = [p == cls for y, p in zip(labels, predictions, strict=True) if y == cls]
+        if hits:
+            recalls.append(sum(hits) / len(hits))
+    return sum(recalls) / len(recalls) if recalls else None

@@ -1,7 +1,7 @@
 """The application layer: each job runs its pipeline stages through one run directory
 (:class:`~rubricforge.rundir.RunDir`), then exports, and returns one
 :class:`~rubricforge.jobs.base.JobResult`: :mod:`~rubricforge.jobs.tree` (the evidence-tree dataset),
-:mod:`~rubricforge.jobs.kg` (the knowledge-graph dataset), :mod:`~rubricforge.jobs.score` (reward
+:mod:`~rubricforge.jobs.kg` (the knowledge-graph dataset), :mod:`~rubricforge.jobs.reward_score` (reward
 scoring), :mod:`~rubricforge.jobs.dpo_pairs` (DPO preference pairs from scored rollouts). How a job
 ends — complete, stopped by the budget, failed, interrupted — and whether a task is retried are decided
 in :mod:`~rubricforge.jobs.base`; the flows only schedule. The jobs over independent items (reward score,

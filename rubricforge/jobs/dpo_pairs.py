@@ -21,7 +21,7 @@ from rubricforge.agent.tasks import training_rows
 from rubricforge.config import Config
 from rubricforge.corpora.rejects import Rejects
 from rubricforge.extras import needs
-from rubricforge.jobs.score import default_out, score_responses
+from rubricforge.jobs.reward_score import default_out, score_responses
 from rubricforge.rewards.inputs import load_responses
 from rubricforge.rundir import StageLog, atomic_write_text
 

@@ -1,8 +1,8 @@
 """`rubricforge rubrics eval`: how well each rubric source agrees with known preferences (Prefs Table 1).
 
 For every pair (query, chosen, rejected) and every source, the source's rubric set for the query is
-made once, both reports are scored with S(r|y) (Prefs Eq. 2, :mod:`rubricforge.rewards.pref_score`)
-by the judge role, and :mod:`rubricforge.rewards.pref_metrics` turns the score differences into
+made once, both reports are scored with S(r|y) (Prefs Eq. 2, :mod:`rubricforge.rewards.prefs.report_score`)
+by the judge role, and :mod:`rubricforge.rewards.prefs.metrics` turns the score differences into
 preference accuracy (Eq. 6) and paired Cohen's d (Eq. 7) with bootstrap intervals. Sources
 (:data:`SOURCES`):
 
@@ -43,9 +43,9 @@ from rubricforge.errors import UserError
 from rubricforge.jobs.items import ItemJob
 from rubricforge.pipelines.preferences import load_pairs
 from rubricforge.rewards.judging import Judge
-from rubricforge.rewards.pref_metrics import preference_metrics
-from rubricforge.rewards.pref_score import pairwise_preference, pointwise_score, report_score
-from rubricforge.rewards.rubric_reward import criteria_from
+from rubricforge.rewards.prefs.metrics import preference_metrics
+from rubricforge.rewards.prefs.report_score import pairwise_preference, pointwise_score, report_score
+from rubricforge.rewards.deeprubric.rubric_reward import criteria_from
 from rubricforge.rubric_gen.pref_rubrics import generate_rubrics
 from rubricforge.rubric_gen.race import generate_race_rubrics
 from rubricforge.rubric_gen.rubric_sets import GENERAL_RUBRIC, race_criteria, read_race_file

@@ -20,6 +20,7 @@ setting), so a native crash becomes one line naming the CPU and the fix instead 
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -67,6 +68,14 @@ DEFAULT_MODEL = "qwen2.5-coder-1.5b-instruct-q4"
 LLAMA_LOCK = threading.Lock()  # every call into a shared Llama goes through this lock
 _assemble_lock = threading.Lock()
 _loaded: dict[tuple[str, str, int, int | None, bool], Any] = {}  # (model, dir, n_ctx, n_threads, repack) -> Llama
+
+
+@atexit.register
+def _close_loaded() -> None:
+    """Free the shared models while llama_cpp's module is still whole: left to the garbage collector at
+    interpreter exit, ``Llama.__del__`` runs after its globals are gone and prints a TypeError."""
+    while _loaded:
+        _loaded.popitem()[1].close()
 AMX_FLAGS = frozenset({"amx_tile", "amx_int8", "amx_bf16"})
 
 

@@ -27,7 +27,7 @@ from rubricforge.corpora.rejects import Rejects
 from rubricforge.extras import needs
 from rubricforge.rewards.inputs import Response, load_examples, load_responses
 from rubricforge.rewards.judging import Judge
-from rubricforge.rewards.rubric_reward import MAX_SCORE, RubricScore, criteria_from, rubric_reward
+from rubricforge.rewards.deeprubric.rubric_reward import MAX_SCORE, RubricScore, criteria_from, rubric_reward
 from rubricforge.rewards.trajectory import parse_trajectory
 
 

@@ -12,8 +12,9 @@ pieces dropped, duplicates removed, order kept. Malformed markup is reported by 
 * a stray ``</cite>``: dropped;
 * a cite whose span is blank: kept as a cited claim with empty text (it can never be "meaningful").
 
-Uncited text (between cites) is split by :func:`sentence_spans`; pieces with no letter or digit
-(whitespace, Markdown markup such as ``##``, ``---``, ``|---|``) are skipped. Offsets are into the answer
+Uncited text (between cites) is split by :func:`rubricforge.text.sentence_spans` (``markdown=True``: at line
+breaks and CJK full stops too); pieces with no letter or digit (whitespace, Markdown markup such as ``##``,
+``---``, ``|---|``) are skipped. Offsets are into the answer
 text as given (tags included): a cited claim's ``start``/``end`` bracket the span between its tags, an
 uncited claim's bracket the sentence without surrounding whitespace.
 """
@@ -23,15 +24,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from rubricforge.text import sentence_spans
+
 _CITE_TAG = re.compile(r"<(/?)cite\b([^>]*)>", re.IGNORECASE)
 _ID_ATTR = re.compile(r"""\bid\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>]+))""", re.IGNORECASE)
 _WORDISH = re.compile(r"[^\W_]")
-# A sentence ends at [.!?] (plus closing quotes/brackets) before whitespace, at a CJK full stop, or at
-# a line break.
-_BOUNDARY = re.compile(r"[.!?]+[\"'”’)\]]*\s+|[。！？]+\s*|\s*\n\s*")
-_ABBREVIATIONS = frozenset({"e.g", "i.e", "et", "al", "fig", "figs", "eq", "eqs", "vs", "cf", "etc", "approx",
-                            "dr", "mr", "mrs", "ms", "prof", "vol", "pp", "st", "inc", "ltd", "jr", "sr", "u.s", "u.k"})
-_LAST_TOKEN = re.compile(r"([^\W\d_]+(?:\.[^\W\d_]+)*)$")
 # Lexical units: CJK characters one by one, otherwise runs of letters/digits joined by an inner
 # apostrophe, hyphen or decimal point ("don't", "state-of-the-art", "0.05" are one unit each).
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
@@ -66,32 +63,6 @@ def lexical_units(text: str) -> list[str]:
 
 def strip_cite_tags(text: str) -> str:
     return _CITE_TAG.sub("", text)
-
-
-def sentence_spans(text: str) -> list[tuple[int, int]]:
-    """``(start, end)`` of each sentence of ``text``, surrounding whitespace excluded, blank ones skipped.
-
-    Splits after ``.``, ``!`` or ``?`` (and closing quotes/brackets) followed by whitespace — not after
-    a common abbreviation ("e.g.", "et al.", "Fig.") or a single capital letter (an initial) — after a
-    CJK full stop, and at every line break (so headings, list items and table rows are pieces of their
-    own). Decimals ("3.5") never split: no whitespace follows the point.
-    """
-    spans, start = [], 0
-    for m in _BOUNDARY.finditer(text):
-        if m.group().startswith(".") and _is_abbreviation(text[start:m.start()]):
-            continue
-        spans.append((start, m.start() + len(m.group().rstrip())))
-        start = m.end()
-    spans.append((start, len(text)))
-    return [_trim(text, s, e) for s, e in spans if text[s:e].strip()]
-
-
-def _is_abbreviation(before: str) -> bool:
-    token = _LAST_TOKEN.search(before)
-    if token is None:
-        return False
-    word = token.group(1)
-    return word.lower() in _ABBREVIATIONS or (len(word) == 1 and word.isupper())
 
 
 def _trim(text: str, start: int, end: int) -> tuple[int, int]:
@@ -173,7 +144,7 @@ def extract_claims(answer: str) -> list[Claim]:
 def _uncited(answer: str, start: int, end: int) -> list[Claim]:
     region = answer[start:end]
     out = []
-    for s, e in sentence_spans(region):
+    for s, e in sentence_spans(region, markdown=True):
         text = strip_cite_tags(region[s:e]).strip()
         if _WORDISH.search(text):
             out.append(Claim(text, (), start + s, start + e, False))

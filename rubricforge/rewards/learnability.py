@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from rubricforge.llm.structured import TextAnswer
 from rubricforge.rewards.judging import PROMPTS, Judge
-from rubricforge.rewards.rubric_reward import criteria_from, rubric_reward
+from rubricforge.rewards.deeprubric.rubric_reward import criteria_from, rubric_reward
 
 if TYPE_CHECKING:
     from rubricforge.config import Config

@@ -36,19 +36,19 @@ from typing import TYPE_CHECKING, Any
 
 from rubricforge.config import Config
 from rubricforge.errors import UserError
-from rubricforge.rewards import report_rules, search_rl
-from rubricforge.rewards.citation_reward import citation_reward
-from rubricforge.rewards.composite import composite
-from rubricforge.rewards.format_reward import format_reward
-from rubricforge.rewards.hote import hote_reward
+from rubricforge.rewards.minddr import report_rules, search_rl
+from rubricforge.rewards.deeprubric.citation_reward import citation_reward
+from rubricforge.rewards.deeprubric.composite import composite
+from rubricforge.rewards.deeprubric.format_reward import format_reward
+from rubricforge.rewards.hote.rubric_reward import hote_reward
 from rubricforge.rewards.judging import Judge
-from rubricforge.rewards.orm import orm_reward
-from rubricforge.rewards.pref_score import report_score, weighted_score
-from rubricforge.rewards.race import parse_race_rubrics, race_score
+from rubricforge.rewards.minddr.orm import orm_reward
+from rubricforge.rewards.prefs.report_score import report_score, weighted_score
+from rubricforge.rewards.minddr.race import parse_race_rubrics, race_score
 from rubricforge.rewards.registry import ALL, COLUMNS, GROUPS
-from rubricforge.rewards.rubric_reward import criteria_from, rubric_reward
-from rubricforge.rewards.search_reward import search_reward
-from rubricforge.rewards.tense_check import detect_tense_errors, tense_penalty
+from rubricforge.rewards.deeprubric.rubric_reward import criteria_from, rubric_reward
+from rubricforge.rewards.deeprubric.search_reward import search_reward
+from rubricforge.rewards.minddr.tense_check import detect_tense_errors, tense_penalty
 from rubricforge.rewards.trajectory import Trajectory, cited_ids, parse_trajectory
 from rubricforge.schema import RaceRubrics
 

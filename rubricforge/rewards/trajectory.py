@@ -54,12 +54,11 @@ from rubricforge.rewards.claims import (
     cited_ids,
     extract_claims,
     lexical_units,
-    sentence_spans,
     strip_cite_tags,
 )
 
 __all__ = ["Claim", "Step", "ToolCall", "ToolItem", "ToolResponse", "Trajectory", "cite_problems", "cited_ids",
-           "extract_claims", "lexical_units", "parse_trajectory", "sentence_spans", "strip_cite_tags"]
+           "extract_claims", "lexical_units", "parse_trajectory", "strip_cite_tags"]
 
 BLOCKS = ("think", "tool_call", "answer")
 NO_RESULTS = "No results found for:"  # what ToolBox search/scholar say when nothing matched

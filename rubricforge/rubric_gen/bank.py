@@ -5,7 +5,7 @@ Per task and step (HOTE Alg. 1 l.11–13): :func:`update_active` asks the judge 
 (strengths or new knowledge some responses show and no rubric reflects) and negative rubrics (shared flaws,
 reward hacking); proposals that duplicate a rubric of the task are rejected (same normalised title or
 description, or — given an embedder — cosine above ``dedup_cosine``); the responses are then scored with
-persistent ∪ active (``rewards/hote.py``, Eq. 2); :func:`prune` moves active rubrics whose judgments did not
+persistent ∪ active (``rewards/hote/rubric_reward.py``, Eq. 2); :func:`prune` moves active rubrics whose judgments did not
 vary over the group (they carry no advantage signal) and the lowest-variance ones beyond ``max_active`` to
 *inactive*, kept for inspection and never scored. Persistent rubrics are never pruned. Constants are DR
 Tulu's (``open_instruct/rubrics``): new rubrics weigh +1 / −1, at most 5 active, at most 5 new per update,

@@ -8,7 +8,7 @@ by their sum (rounded to 4 places); a criterion keeps its whitespace-normalised 
 explanation and its weight rounded to 3 places, and is dropped when its text is blank or its weight is
 not positive (criterion weights are relative within their dimension). An answer whose dimension weights
 are all zero or negative, with no criterion left, or without a query is unusable: :func:`to_race` says why.
-Scoring against these rubrics is :mod:`rubricforge.rewards.race`.
+Scoring against these rubrics is :mod:`rubricforge.rewards.minddr.race`.
 """
 
 from __future__ import annotations

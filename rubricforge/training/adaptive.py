@@ -41,10 +41,10 @@ from typing import Any
 from rubricforge.agent.prompt import no_tool_prompt
 from rubricforge.config import Config
 from rubricforge.errors import UserError
-from rubricforge.rewards.hote import eq2_subset
-from rubricforge.rewards.rubric_reward import criteria_from, weighted_mean
+from rubricforge.rewards.hote.rubric_reward import eq2_subset
+from rubricforge.rewards.deeprubric.rubric_reward import criteria_from, weighted_mean
 from rubricforge.rewards.scorer import NO_TOOL, RUBRIC_SETS, RewardScorer, Rollout
-from rubricforge.rewards.search_rl import scheduler_metrics
+from rubricforge.rewards.minddr.search_rl import scheduler_metrics
 from rubricforge.rewards.trajectory import parse_trajectory
 from rubricforge.rubric_gen.bank import BankSettings, RubricBank, prune
 from rubricforge.rundir import atomic_write_json
@@ -325,7 +325,7 @@ def _subset_reward(kind: str, per: Mapping[str, float | None], rubrics: list[Any
     if not subset or any(per.get(r.id) is None for r in subset):
         return None
     if kind == "hote":
-        from rubricforge.rewards.hote import HoteScore
+        from rubricforge.rewards.hote.rubric_reward import HoteScore
 
         return eq2_subset(HoteScore(None, dict(per)), rubrics, ids)  # type: ignore[arg-type]
     if not any(r.weight > 0 for r in subset):

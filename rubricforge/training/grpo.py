@@ -29,6 +29,7 @@ from rubricforge.extras import needs
 from rubricforge.rewards.scorer import NO_TOOL, REPORT, RewardScorer
 from rubricforge.training.adaptive import TOOL, StepHooks, check_settings
 from rubricforge.training.cost import grpo_cost
+from rubricforge.evaluation.gold import gold_callback, held_out
 from rubricforge.training.model import load_tokenizer
 from rubricforge.training.presets import generation_args, method_args, preset_args, require_gpu
 from rubricforge.training.rewards import grpo_reward
@@ -158,7 +159,7 @@ def build_grpo(cfg: Config, dataset: str | Path, model: str) -> GRPORun:
         raise UserError(f"train.reward={reward} is MindDR's Report-RL, which trains without tools on the rows' own "
                         f"prompts (query, retrieval data, outline); evolve.modes={e.modes} would replace them",
                         "leave evolve.modes at its default")
-    rows = training_rows(dataset, [reward, *(["orm"] if e.difficulty_sampling else [])])
+    rows, gold = held_out(cfg, training_rows(dataset, [reward, *(["orm"] if e.difficulty_sampling else [])]), dataset)
     bins = [str(r.get("difficulty") or "") for r in rows] if e.difficulty_sampling else []
     if "" in bins:
         raise UserError(f"dataset {dataset}: evolve.difficulty_sampling needs a 'difficulty' column on every example",
@@ -186,5 +187,7 @@ def build_grpo(cfg: Config, dataset: str | Path, model: str) -> GRPORun:
         if toolbox is not None:
             toolbox.close()
         raise
+    if gold:
+        trainer.add_callback(gold_callback(cfg, gold, tokenizer))
     note = "\n".join(filter(None, [hooks.judge_calls_per_step(rows, prompts, args.num_generations), cost.line()]))
     return GRPORun(trainer, toolbox, client, Path(args.output_dir), hooks if hooks.active else None, note)

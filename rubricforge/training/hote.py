@@ -49,9 +49,9 @@ from rubricforge.agent.tasks import training_rows
 from rubricforge.config import Config
 from rubricforge.errors import UserError
 from rubricforge.extras import needs
-from rubricforge.rewards.hote import hote_reward, proposer_reward
+from rubricforge.rewards.hote.rubric_reward import hote_reward, proposer_reward
 from rubricforge.rewards.judging import Judge
-from rubricforge.rewards.rubric_reward import criteria_from
+from rubricforge.rewards.deeprubric.rubric_reward import criteria_from
 from rubricforge.rewards.scorer import NO_TOOL
 from rubricforge.rewards.trajectory import parse_trajectory
 from rubricforge.rubric_gen.bank import BankSettings, RubricBank, RubricItem, TaskRubrics, prune
@@ -59,6 +59,7 @@ from rubricforge.rubric_gen.meta_rubrics import Weakness, combinations, meta_rub
 from rubricforge.rundir import atomic_write_json
 from rubricforge.training.adaptive import TOOL, step_modes
 from rubricforge.training.cost import hote_cost
+from rubricforge.evaluation.gold import gold_callback, held_out
 from rubricforge.training.grpo import response_tokens
 from rubricforge.training.stepping import Worker
 from rubricforge.training.trl_seams import jsonable_generation, stepped_trainer
@@ -119,7 +120,7 @@ class HoteRun:
         h = cfg.hote
         self.cfg, self.model, self.proposer_model = cfg, model, proposer_model or h.proposer_model or model
         self.dir = Path(cfg.run_dir) / "hote"
-        rows = training_rows(dataset, ["hote"])
+        rows, self.gold = held_out(cfg, training_rows(dataset, ["hote"]), dataset)
         self.real = {str(r.get("id") or r["question"]): r for r in rows}
         if len(self.real) < h.batch_size:
             raise UserError(f"dataset {dataset} has {len(self.real)} tasks, hote.batch_size is {h.batch_size}",
@@ -198,11 +199,13 @@ class HoteRun:
         if self.toolbox is not None:
             envs[TOOL] = environment_factory(self.toolbox)
         slots = [{"prompt": [{"role": "user", "content": ""}], "environment": NO_TOOL, "task_id": "", "question": ""}]
+        tokenizer = load_tokenizer(self.model, self.cfg.train.chat_template)
         self.solver = stepped_trainer(
             self.solver_worker, model=self.model, reward_funcs=[self._solver_reward],
             args=self._args("solver", h.group, h.batch_size, h.steps),
-            train_dataset=Dataset.from_list(slots * h.batch_size),
-            processing_class=load_tokenizer(self.model, self.cfg.train.chat_template), environment_factory=envs)
+            train_dataset=Dataset.from_list(slots * h.batch_size), processing_class=tokenizer, environment_factory=envs)
+        if self.gold:  # the solver is the policy under test
+            self.solver.add_callback(gold_callback(self.cfg, self.gold, tokenizer))
         self.proposer = stepped_trainer(
             self.proposer_worker, model=self.proposer_model, reward_funcs=[self._proposer_reward],
             args=self._args("proposer", h.proposer_group, h.combinations, h.steps),

@@ -91,3 +91,20 @@ def gguf_to_transformers(gguf: str | Path, out: str | Path) -> Path:
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return out
+
+
+def greedy_reply(model: Any, tokenizer: Any, messages: list[dict[str, Any]], max_new_tokens: int) -> str:
+    """The policy's greedy answer to ``messages`` (chat template, no tool schemas, no gradient), decoded; the model
+    is left in training mode, as a trainer's callback finds it."""
+    with needs("train"):
+        import torch
+
+    ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt",
+                                        return_dict=True).to(model.device)
+    model.eval()
+    try:
+        with torch.no_grad():
+            out = model.generate(**ids, max_new_tokens=max_new_tokens, do_sample=False)
+    finally:
+        model.train()
+    return str(tokenizer.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True))

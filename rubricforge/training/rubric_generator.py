@@ -2,7 +2,7 @@
 
 Each training row is one preference pair of the ``train`` split: the prompt is C.1 with the pair's query
 (:func:`~rubricforge.rubric_gen.pref_rubrics.generation_messages`), and the reward is the hybrid reward of
-Eq. 1 (:mod:`rubricforge.rewards.generator_reward`) over the row's ``report_chosen`` / ``report_rejected``,
+Eq. 1 (:mod:`rubricforge.rewards.prefs.hybrid_reward`) over the row's ``report_chosen`` / ``report_rejected``,
 with λ_pref / λ_llm from ``reward.lambda_pref`` / ``reward.lambda_llm``. No tools. Under the ``paper``
 preset the GRPO settings are App. D Table 3's (lr 1e-6 constant, weight decay 0.1, G = 8, 256 rollouts per
 step, KL 0, clip 0.2, responses up to 8,192 tokens, temperature 1.0); ``small-gpu`` and ``cpu`` are the
@@ -19,7 +19,7 @@ from typing import Any
 from rubricforge.config import Config
 from rubricforge.extras import needs
 from rubricforge.pipelines.preferences import load_pairs
-from rubricforge.rewards.generator_reward import hybrid_reward
+from rubricforge.rewards.prefs.hybrid_reward import hybrid_reward
 from rubricforge.rewards.judging import Judge
 from rubricforge.rubric_gen.pref_rubrics import generation_messages
 from rubricforge.training.grpo import GRPORun, output_dir, trl_config

@@ -42,10 +42,10 @@ from rubricforge.config import Config
 from rubricforge.corpora.tools import ToolBox
 from rubricforge.errors import UserError
 from rubricforge.extras import needs
-from rubricforge.rewards.format_reward import format_reward
+from rubricforge.rewards.deeprubric.format_reward import format_reward
 from rubricforge.rewards.judging import Judge
-from rubricforge.rewards.score import Assessment, EmaBaseline, assess, extract_conclusion, pairwise_consistency
-from rubricforge.rewards.score import score_report_reward, verified
+from rubricforge.rewards.score.evaluator import Assessment, EmaBaseline, assess, extract_conclusion, pairwise_consistency
+from rubricforge.rewards.score.evaluator import score_report_reward, verified
 from rubricforge.rewards.trajectory import parse_trajectory
 from rubricforge.rubric_gen.score_dims import (
     DimensionScheduler,
@@ -314,12 +314,13 @@ def build_score(cfg: Config, dataset: str | Path, model: str) -> Any:
     from rubricforge.agent.tasks import training_rows
     from rubricforge.llm import LLMClient
     from rubricforge.training.cost import score_cost
+    from rubricforge.evaluation.gold import gold_callback, held_out
     from rubricforge.training.grpo import GRPORun
     from rubricforge.training.model import load_tokenizer
 
     for role in (cfg.score.evaluator_role, cfg.score.harness_role):
         cfg.llm.role(role)  # an unknown role fails now, not at step 1 or M
-    rows = training_rows(dataset, [])
+    rows, gold = held_out(cfg, training_rows(dataset, []), dataset)
     args = score_args(cfg)
     prompts = args.generation_batch_size // args.num_generations
     steps = args.max_steps if args.max_steps > 0 else -(-len(rows) // prompts) * int(args.num_train_epochs)
@@ -336,6 +337,8 @@ def build_score(cfg: Config, dataset: str | Path, model: str) -> Any:
     except BaseException:
         toolbox.close()
         raise
+    if gold:
+        trainer.add_callback(gold_callback(cfg, gold, tokenizer))
     if cfg.score.assessor == "policy":
         loop.judge = PolicyAssessor(trainer.model, tokenizer, cfg.score.temperature, cfg.score.assess_tokens)
     if trainer.accelerator.num_processes > 1:

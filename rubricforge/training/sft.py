@@ -24,7 +24,7 @@ from rubricforge.config import Config
 from rubricforge.errors import UserError, require_file
 from rubricforge.extras import needs
 from rubricforge.rewards.trajectory import parse_trajectory
-from rubricforge.training.model import load_tokenizer
+from rubricforge.training.model import greedy_reply, load_tokenizer
 from rubricforge.training.trl_seams import curriculum_sft_trainer
 
 log = logging.getLogger(__name__)
@@ -108,7 +108,6 @@ def early_stop(cfg: Config, tokenizer: Any) -> Any:
     ``train.sft_stop_error`` (2.53 %: at least 2 of 8 GRPO rollouts valid with probability 0.95) and the loss has
     reached a plateau. The paper's third condition (entropy at least 90 % of its mid-training value) is not checked."""
     with needs("train"):
-        import torch
         from transformers import TrainerCallback
 
     from rubricforge.agent.tasks import training_rows
@@ -123,15 +122,8 @@ def early_stop(cfg: Config, tokenizer: Any) -> Any:
         def on_log(self, args, state, control, model=None, logs=None, **kw):  # after the step's loss is logged
             if not logs or "loss" not in logs or state.global_step % t.sft_stop_every:
                 return
-            errors = 0
-            model.eval()
-            for messages in prompts:
-                ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt",
-                                                    return_dict=True).to(model.device)
-                with torch.no_grad():
-                    out = model.generate(**ids, max_new_tokens=t.sft_stop_tokens, do_sample=False)
-                errors += format_error(tokenizer.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True))
-            model.train()
+            errors = sum(format_error(greedy_reply(model, tokenizer, messages, t.sft_stop_tokens))
+                         for messages in prompts)
             losses = [h["loss"] for h in state.log_history if "loss" in h]
             rate = errors / len(prompts)
             plateau = loss_plateau(losses, max(1, t.sft_stop_every // args.logging_steps), t.sft_stop_plateau)

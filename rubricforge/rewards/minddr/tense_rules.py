@@ -2,7 +2,7 @@
 
 :func:`find_tense_candidates` flags a sentence when a date expression and a future keyword occur in
 it at most ``window`` characters apart (the gap between the two matches) and the dated period ended
-before ``today``. The judge stage (:mod:`rubricforge.rewards.tense_check`) then decides whether a
+before ``today``. The judge stage (:mod:`rubricforge.rewards.minddr.tense_check`) then decides whether a
 forecasting institution is named nearby.
 
 Date expressions (years 1900–2199; the period ends on its last day):
@@ -17,7 +17,8 @@ Date expressions (years 1900–2199; the period ends on its last day):
 Future keywords: will, shall, won't, is/are going to, is/are/'s/'re + expected / projected / forecast(ed)
 / predicted / anticipated / estimated / scheduled / slated / poised / set / likely / unlikely / due /
 on track / on course + to, aim(s) to, plan(s) to, intend(s) to. Past forms ("was expected to") are
-correct reporting and do not match. Sentences come from :func:`sentence_spans` (line breaks split).
+correct reporting and do not match. Sentences come from :func:`rubricforge.text.sentence_spans` with
+``markdown=True`` (line breaks split).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import re
 from dataclasses import dataclass
 from datetime import date
 
-from rubricforge.rewards.claims import sentence_spans
+from rubricforge.text import sentence_spans
 
 WINDOW = 100
 CONTEXT_SENTENCES = 2
@@ -101,7 +102,7 @@ def _gap(a: re.Match[str], b: re.Match[str]) -> int:
 def find_tense_candidates(text: str, today: date, window: int = WINDOW,
                           context_sentences: int = CONTEXT_SENTENCES) -> list[TenseCandidate]:
     """Stage-1 candidates of ``text``, in order (one per dated expression; see the module docstring)."""
-    spans = sentence_spans(text)
+    spans = sentence_spans(text, markdown=True)
     out = []
     for i, (s, e) in enumerate(spans):
         sentence = text[s:e]

@@ -13,7 +13,7 @@ Per claim (all judge calls concurrently):
 * uncited, the needs-citation judge (Fig. 7): Yes → recall 0, No → recall 1; precision 1.
 * F1 = 2·r·p / (r + p) (Eq. 11), and 0 when r + p = 0; F̄1 is the mean over claims (Eq. 12).
 
-R_fmt is :func:`~rubricforge.rewards.citation_format.citation_format_reward`. Every part lies in
+R_fmt is :func:`~rubricforge.rewards.deeprubric.citation_format.citation_format_reward`. Every part lies in
 [0, 1], so R_cite does too. An answer with no claims (or no answer) scores 0. If any judge call fails,
 the reward is None (unscored).
 """
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from rubricforge.llm.judge import LabelAnswer
-from rubricforge.rewards.citation_format import citation_format_reward
+from rubricforge.rewards.deeprubric.citation_format import citation_format_reward
 from rubricforge.rewards.judging import Judge
 from rubricforge.rewards.trajectory import Claim, extract_claims
 

@@ -1,6 +1,6 @@
 """The temporal-tense error detector (MindDR App. 8.4), both stages.
 
-Stage 1 (:func:`~rubricforge.rewards.tense.find_tense_candidates`, rules only) flags sentences that
+Stage 1 (:func:`~rubricforge.rewards.minddr.tense_rules.find_tense_candidates`, rules only) flags sentences that
 predict something for a time point already past. Stage 2 asks the judge, with the App. 8.4 prompt,
 whether an explicit forecasting institution is named within 1–2 sentences. A sentence is a tense error
 if and only if it was flagged and no institution is found; when the judge fails the finding is
@@ -23,7 +23,7 @@ from pydantic import BaseModel
 
 from rubricforge.llm.structured import Str300
 from rubricforge.rewards.judging import Judge
-from rubricforge.rewards.tense import TenseCandidate, find_tense_candidates
+from rubricforge.rewards.minddr.tense_rules import TenseCandidate, find_tense_candidates
 
 
 class InstitutionVerdict(BaseModel):

@@ -1,0 +1,53 @@
+"""`rubricforge judge`: check the configured LLM judge against human labels."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from rubricforge.cli.common import ConfigOpt, QuietOpt, SetOpt, cli_config, console, fmt, table
+
+app = typer.Typer(no_args_is_help=True, help="Check the LLM judge against human labels (balanced accuracy per "
+                                             "rubric category, per-call vs batched judging).")
+
+
+@app.command("audit")
+def judge_audit(
+    labels: Annotated[Path, typer.Option("--labels", "-l", help='Human labels, RuVerBench\'s fields joined per report: '
+                                         'JSONL (or a JSON list) of {"id", "question", "response", "rubric": '
+                                         '[{"point", "covered", "category"}]}.')],
+    run_dir: Annotated[Optional[Path], typer.Option("--run-dir", help="Run directory (default: runs/judge-audit/"
+                                                    "<labels file name>).")] = None,
+    covered_at: Annotated[int, typer.Option(min=1, max=4, help="A point is covered when the judge scores it at "
+                                            "least this (0–4 scale).")] = 3,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """Judge every labelled report one rubric point per call and all points in one call; print balanced accuracy
+    per rubric category for both, the difference, and the calls and tokens each took (resumable: run it again)."""
+    from rubricforge.jobs.judge_audit import MODES, audit_judge
+
+    s = audit_judge(cli_config(config, set_), labels, run_dir or Path("runs/judge-audit") / labels.stem, covered_at,
+                    progress=not quiet)
+    one, batched = (s.modes[m] for m in MODES)
+    rows = table("category", "points", "covered", "per call", "batched", "Δ batched")
+    for name, v in one["categories"].items():
+        rows.add_row(name, str(v["n"]), str(v["covered"]), fmt(v["balanced_accuracy"]),
+                     fmt(batched["categories"][name]["balanced_accuracy"]), fmt(s.delta["categories"][name]))
+    rows.add_row("all points", str(one["overall"]["n"]), str(one["overall"]["covered"]),
+                 fmt(one["overall"]["balanced_accuracy"]), fmt(batched["overall"]["balanced_accuracy"]),
+                 fmt(s.delta["overall"]))
+    rows.add_row("category mean", "", "", fmt(one["macro"]), fmt(batched["macro"]), fmt(s.delta["macro"]))
+    say = console()
+    say.print(rows)
+    for mode in MODES:
+        m = s.modes[mode]
+        say.print(f"{mode}: {m['calls']} judge calls ({m['calls_per_report']:.1f} per report), "
+                  f"{m['tokens']['prompt_tokens']} prompt + {m['tokens']['completion_tokens']} completion tokens "
+                  f"(uncached requests: {m['tokens']['requests']}), unscored points: {m['overall']['unscored']}",
+                  markup=False, highlight=False, soft_wrap=True)
+    say.print(f"{s.status}: {s.reports} reports, {s.points} points, judge {s.judge_model} (covered = score >= "
+              f"{s.covered_at}) -> {s.run_dir}/summary.json", markup=False, highlight=False, soft_wrap=True)

@@ -1,0 +1,192 @@
+"""The gold judge during training (:mod:`rubricforge.evaluation.gold`): the divergence rule on hand-made series, the
+refusal of the training judge as gold judge, the held-out split, and (slow, the tiny local Qwen2 policy with a
+scripted training judge and a scripted gold judge on separate servers) GRPO whose callback fires at steps N and 2N
+and logs both curves, and the callback's warning when the curves part."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from llm_fakes import FakeOpenAI, Reply, litellm_llm_config
+from training_fakes import ScriptedPolicy, lenient_judge
+
+from rubricforge.config import Config
+from rubricforge.errors import UserError
+from rubricforge.evaluation.gold import diverging, gold_llm, held_out
+
+DATA = Path(__file__).parent / "data" / "training" / "examples.jsonl"
+
+
+@pytest.mark.parametrize(("train", "gold", "warn"), [
+    ([0.40, 0.50, 0.60], [0.70, 0.65, 0.60], True),  # the Rubric Dropout pattern: +0.20 train, -0.10 gold
+    ([0.40, 0.50, 0.60], [0.60, 0.65, 0.70], False),  # both rise
+    ([0.60, 0.50, 0.40], [0.70, 0.65, 0.60], False),  # both fall
+    ([0.40, 0.50, 0.41], [0.70, 0.60, 0.69], False),  # changes within MIN_DELTA (0.01 each) are noise
+    ([0.40, 0.60], [0.70, 0.50], False),  # fewer than WINDOW evaluations
+    ([0.40, 0.50, 0.60], [0.70, None, 0.60], False),  # an unscored evaluation in the window
+    ([0.90, 0.10, 0.40, 0.50, 0.60], [0.10, 0.90, 0.70, 0.65, 0.60], True),  # only the last WINDOW count
+    ([0.40, 0.50, 0.60, 0.60], [0.70, 0.65, 0.60, 0.70], False),  # gold recovered: last window 0.5->0.6, 0.65->0.7
+])
+def test_the_warning_rule_on_hand_made_series(train, gold, warn):
+    assert diverging(train, gold) is warn
+
+
+def _cfg(tmp_path: Path, server: FakeOpenAI, **train) -> Config:
+    return Config.model_validate({"run_dir": str(tmp_path / "run"), "llm": litellm_llm_config(tmp_path, server),
+                                  "train": train})
+
+
+def test_the_training_judge_is_refused_as_gold_judge(tmp_path):
+    with FakeOpenAI() as server:
+        cfg = _cfg(tmp_path, server)
+        same = tmp_path / "same.yaml"
+        same.write_text(yaml.safe_dump({"llm": cfg.llm.model_dump(mode="json")}))
+        with pytest.raises(UserError, match=r"is the training judge \(llm.judge: openai/fake-model via litellm at"):
+            gold_llm(cfg.model_copy(update={"train": cfg.train.model_copy(update={"gold_judge": str(same)})}))
+        other = tmp_path / "other.yaml"  # the same model behind another endpoint is another judge
+        other.write_text(yaml.safe_dump({"llm": {"judge": {**cfg.llm.judge.model_dump(mode="json"),
+                                                           "api_base": "http://127.0.0.1:9/v1"}}}))
+        gold = gold_llm(cfg.model_copy(update={"train": cfg.train.model_copy(update={"gold_judge": str(other)})}))
+        assert gold.judge.api_base == "http://127.0.0.1:9/v1"
+    local = Config()  # the embedded judge by name: the same model on the same (local) backend
+    with pytest.raises(UserError, match="is the training judge"):
+        gold_llm(local.model_copy(update={"train": local.train.model_copy(update={"gold_judge": local.llm.judge.model})}))
+    named = gold_llm(local.model_copy(update={"train": local.train.model_copy(update={"gold_judge": "openai/gpt-4o"})}))
+    assert (named.judge.backend, named.judge.model) == ("litellm", "openai/gpt-4o")
+
+
+@pytest.mark.parametrize("command", ["grpo", "hote", "score"])
+def test_train_cli_refuses_the_training_judge_in_one_line(tmp_path, command):
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(yaml.safe_dump({"run_dir": str(tmp_path / "run")}))
+    proc = subprocess.run([sys.executable, "-m", "rubricforge.cli", "train", command, "--dataset", str(DATA),
+                           "--model", "unused", "--config", str(cfg), "--gold-judge", str(cfg), "--gold-every", "2"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "is the training judge" in proc.stderr
+
+
+def test_held_out_rows_are_the_split_test_rows_and_leave_training(tmp_path):
+    with FakeOpenAI() as server:
+        cfg = _cfg(tmp_path, server, gold_judge="openai/another-judge")
+        rows = [{"id": "a", "split": "train"}, {"id": "b", "split": "test"}, {"id": "c"}, {"id": "d", "split": "validation"}]
+        train, held = held_out(cfg, rows, "ds")
+        assert [r["id"] for r in train] == ["a", "c"] and [r["id"] for r in held] == ["b", "d"]
+        with pytest.raises(UserError, match="dataset ds has no held-out rows"):
+            held_out(cfg, [{"id": "a"}], "ds")
+        off = _cfg(tmp_path, server)
+        assert held_out(off, rows, "ds") == (rows, [])
+
+
+def _gold_judge(body) -> Reply:
+    """Every criterion 2 of 4: the held-out rubric score is 0.5."""
+    assert any("<criterion>" in m["content"] for m in body["messages"])
+    return Reply(json.dumps({"score": 2}))
+
+
+@pytest.mark.slow
+def test_grpo_logs_the_gold_curve_at_steps_n_and_2n(tiny_model, tmp_path):
+    from rubricforge.training.grpo import build_grpo
+
+    rows = [json.loads(line) for line in DATA.read_text().splitlines()]
+    dataset = tmp_path / "data.jsonl"
+    dataset.write_text("".join(json.dumps({**r, "split": s}) + "\n" for r, s in zip(rows, ["train", "test"], strict=True)))
+    with FakeOpenAI(responder=lenient_judge) as judge, FakeOpenAI(responder=_gold_judge) as gold_server:
+        gold_cfg = tmp_path / "gold.yaml"
+        gold_cfg.write_text(yaml.safe_dump({"llm": litellm_llm_config(tmp_path / "gold", gold_server)}))
+        cfg = Config.model_validate({
+            "run_dir": str(tmp_path / "run"), "llm": litellm_llm_config(tmp_path, judge),
+            "evolve": {"modes": "no_tool"},
+            "train": {"preset": "cpu", "output_dir": str(tmp_path / "out"), "gold_judge": str(gold_cfg), "gold_every": 2,
+                      "grpo_args": {"max_steps": 4, "max_completion_length": 64, "seed": 0}}})
+        run = build_grpo(cfg, dataset, str(tiny_model))
+        ScriptedPolicy(run.trainer.model, run.trainer.processing_class)
+        run.train()
+        gold_requests = len(gold_server.requests)
+    history = run.trainer.state.log_history
+    evaluated = [h for h in history if "gold/score" in h]
+    assert [h["step"] for h in evaluated] == [2, 4]
+    assert all(h["gold/score"] == pytest.approx(0.5) and h["gold/unscored"] == 0 for h in evaluated)
+    for h in evaluated:  # the training curve beside it: the mean reward logged since the previous evaluation
+        window = [x["reward"] for x in history if "reward" in x and h["step"] - 2 < x["step"] <= h["step"]]
+        assert h["gold/train_reward"] == pytest.approx(sum(window) / len(window))
+    lines = [json.loads(line) for line in (tmp_path / "out" / "gold.jsonl").read_text().splitlines()]
+    assert [(r["step"], r["gold"], r["tasks"]) for r in lines] == [(2, 0.5, 1), (4, 0.5, 1)]
+    assert "warning" not in lines[-1]
+    # the held-out task (2 criteria, one call each) went to the gold judge only, never trained on; the second
+    # evaluation's answers were the first's (a scripted policy), so the LLM cache answered them
+    assert gold_requests == 2
+    held_question = rows[1]["question"]
+    assert not any(held_question in m["content"] for r in judge.requests for m in r["messages"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("rewards", "warns"), [([0.2, 0.4, 0.6], True), ([0.6, 0.4, 0.2], False)])
+def test_the_callback_warns_once_the_curves_part(tiny_model, tmp_path, caplog, rewards, warns):
+    """The callback on its own, fed a hand-made log history: the gold judge's score falls 1.0, 0.75, 0.5 over three
+    evaluations; with a rising training reward the third one warns (a log line and the JSONL), with a falling one not."""
+    from types import SimpleNamespace
+
+    from transformers import AutoModelForCausalLM, TrainerState
+
+    from rubricforge.evaluation.gold import gold_callback
+    from rubricforge.training.model import load_tokenizer
+
+    calls = []
+
+    def falling(body) -> Reply:  # 2 criteria per evaluation: 4, 4, then 3, 3, then 2, 2
+        calls.append(body)
+        return Reply(json.dumps({"score": 4 - (len(calls) - 1) // 2}))
+
+    task = json.loads(DATA.read_text().splitlines()[1])
+    with FakeOpenAI(responder=lenient_judge) as judge, FakeOpenAI(responder=falling) as gold_server:
+        gold_cfg = tmp_path / "gold.yaml"
+        gold_cfg.write_text(yaml.safe_dump({"llm": {**litellm_llm_config(tmp_path, gold_server), "cache_path": ""}}))
+        cfg = _cfg(tmp_path, judge, gold_judge=str(gold_cfg), gold_every=1)
+        tokenizer = load_tokenizer(str(tiny_model))
+        model = AutoModelForCausalLM.from_pretrained(str(tiny_model))
+        ScriptedPolicy(model, tokenizer)
+        callback = gold_callback(cfg, [task], tokenizer)
+        state, args = TrainerState(), SimpleNamespace(output_dir=str(tmp_path / "out"), max_completion_length=32)
+        for step, reward in enumerate(rewards, 1):
+            state.global_step = step
+            state.log_history.append({"reward": reward, "step": step})
+            callback.on_log(args, state, None, model=model, logs={"reward": reward})
+    assert [h["gold/score"] for h in state.log_history] == pytest.approx([1.0, 0.75, 0.5])
+    assert [h["gold/train_reward"] for h in state.log_history] == pytest.approx(rewards)
+    lines = [json.loads(line) for line in (tmp_path / "out" / "gold.jsonl").read_text().splitlines()]
+    assert ["warning" in line for line in lines] == [False, False, warns]
+    warned = [r.getMessage() for r in caplog.records if "held-out gold score fell" in r.getMessage()]
+    assert len(warned) == int(warns)
+    if warns:
+        assert warned[0].startswith("step 3: training reward rose") and "(steps 1-3)" in warned[0]
+
+
+@pytest.mark.slow
+def test_hote_solver_gets_the_gold_curve(tiny_model, tmp_path):
+    """One HOTE step (tests/test_training_hote.py's setting) with a fifth task held out (split test): the solver's
+    trainer evaluates it with the gold judge at its step 1; the held-out task is none of HOTE's real tasks."""
+    from test_training_hote import data, hote_cfg, judge, start
+
+    dataset = data(tmp_path)
+    held = {"id": "held", "question": "How do glaciers carve valleys?", "split": "test",
+            "rubrics": [{"id": "g1", "title": "Ice", "description": "Explains erosion by moving ice.", "weight": 1.0}]}
+    dataset.write_text(dataset.read_text() + json.dumps(held) + "\n")
+    with FakeOpenAI(responder=judge) as server, FakeOpenAI(responder=_gold_judge) as gold_server:
+        gold_cfg = tmp_path / "gold.yaml"
+        gold_cfg.write_text(yaml.safe_dump({"llm": litellm_llm_config(tmp_path / "gold", gold_server)}))
+        base = hote_cfg(tmp_path, server, steps=1)
+        cfg = base.model_copy(update={"train": base.train.model_copy(update={"gold_judge": str(gold_cfg),
+                                                                             "gold_every": 1})})
+        run = start(cfg, dataset, tiny_model)
+        (step1,) = run.train()
+        assert len(gold_server.requests) == 1
+    assert "held" not in step1.real and sorted(step1.real) == ["t0", "t1", "t2", "t3"]
+    lines = [json.loads(line) for line in (tmp_path / "run" / "hote" / "solver" / "gold.jsonl").read_text().splitlines()]
+    assert [(r["step"], r["gold"], r["tasks"]) for r in lines] == [(1, 0.5, 1)]
+    assert lines[0]["train_reward"] is not None
