@@ -22,6 +22,7 @@ from rubricforge.errors import UserError
 from rubricforge.jobs.base import STOPPED_EXIT
 from rubricforge.jobs.items import ItemJob
 from rubricforge.rundir import StageLog
+from support.net import free_port
 
 
 class Square(ItemJob[int]):
@@ -125,3 +126,13 @@ def test_a_budget_stop_writes_what_is_finished_and_exits_3(job, responder, tmp_p
         assert done["status"] == "complete" and len(done["invocations"]) == 2
         assert counts["done_before"] + counts["done_now"] == counts["items"] == 3
         assert done["models"] and (manifest.parent / "config.yaml").exists()
+
+
+def test_an_item_job_checks_its_llm_roles_before_any_work(tmp_path):
+    args, output, manifest = _score(tmp_path)
+    role = {"backend": "litellm", "model": "openai/fake-model", "api_base": f"http://127.0.0.1:{free_port()}/v1"}
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"llm": {"judge": role, "cache_path": str(tmp_path / "cache.sqlite")}}))
+    res = CliRunner().invoke(app, [*args, "-c", str(config), "-q"])
+    assert isinstance(res.exception, UserError) and "llm.judge.api_base" in str(res.exception)
+    assert "cannot be reached" in str(res.exception) and not output.exists() and not manifest.parent.exists()

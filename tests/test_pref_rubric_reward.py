@@ -27,7 +27,7 @@ def test_generate_rubrics_then_score_rollouts_with_them(tmp_path):
                                enumerate(["Analyse common network failures.", "Analyse common network failures.",
                                           "Compare DNS resolvers."])))
     out = tmp_path / "with_rubrics.jsonl"
-    with FakeOpenAI(responder=prefs_judge) as server:
+    with FakeOpenAI(responder=prefs_judge, models=["fake-model", "other-model"]) as server:  # both generators
         config = tmp_path / "config.yaml"
         config.write_text(yaml.safe_dump({"run_dir": str(tmp_path / "run"),
                                           "llm": litellm_llm_config(tmp_path, server)}))

@@ -81,7 +81,6 @@ def evaluate(cfg: Config, tasks_path: str | Path, reports_path: str | Path, run_
     run.check_pipeline()
     log: StageLog[Any] = run.log(LOG)
     run.check_settings("settings", settings, len(log) > 0, "scores")
-    run.write_config(cfg)
 
     shas = {tid: digest(reports[tid] + "\0" + refs[tid]) for tid in reports}
     job = _EvalJob(cfg, run, settings, tasks, reports, refs, names, shas, log)
@@ -103,11 +102,12 @@ class _EvalJob(ItemJob[str]):
     scorers and has every metric. Its manifest (the base's) holds the run's settings, which guard a resume."""
 
     stage = "scoring"
+    roles = ("judge",)
 
     def __init__(self, cfg: Config, run: RunDir, run_settings: dict[str, Any], tasks: dict[str, dict[str, Any]],
                  reports: dict[str, str], refs: dict[str, str], names: dict[str, tuple[str, ...]],
                  shas: dict[str, str], log: StageLog[Any]):
-        super().__init__(log, cfg.llm, cfg.reward.concurrency, run)
+        super().__init__(log, cfg.llm, cfg.reward.concurrency, run, cfg)
         self.cfg, self.run_settings = cfg, run_settings
         self.tasks, self.reports, self.refs, self.names, self.shas = tasks, reports, refs, names, shas
         self.index: Any = None

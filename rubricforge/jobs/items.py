@@ -8,7 +8,9 @@ LLM client and one progress bar, appends each item's record as soon as it is mad
 ``process`` raised is not recorded, so a re-run does it again), cancels the rest when one item raises,
 stops on a spent LLM budget with what is finished kept (the one budget rule, :mod:`rubricforge.jobs.base`:
 its stats say ``stopped: <why>`` and the job writes its output as usual), and closes the client however
-it ended. A job given a :class:`~rubricforge.rundir.RunDir` (``run``) also gets its manifest there: the
+it ended. Before any of that it runs the preflight of the LLM ``roles`` it calls
+(:func:`~rubricforge.llm.check.preflight`: keys, models, servers). A job given a
+:class:`~rubricforge.rundir.RunDir` (``run``) also gets its manifest there: ``config.yaml`` (``cfg``), the
 invocation with its status (``running``, then how it ended), :meth:`ItemJob.manifest_fields` (settings,
 models, provenance), the item counts and the invocation's LLM ledger (``ledgers/``).
 """
@@ -26,7 +28,7 @@ from rubricforge.jobs.base import ending
 from rubricforge.rundir import RunDir, StageBar, StageLog, atomic_write_json, now, read_json
 
 if TYPE_CHECKING:
-    from rubricforge.config import LLMConfig
+    from rubricforge.config import Config, LLMConfig
     from rubricforge.llm import LLMClient
 
 T = TypeVar("T")
@@ -47,9 +49,12 @@ class ItemJob(Generic[T]):
 to build on the job's client before the first item and release after the last."""
 
     stage = "items"
+    roles: tuple[str, ...] = ()  # the LLM roles process() calls: checked before any work
 
-    def __init__(self, log: StageLog[Any], llm: LLMConfig, concurrency: int | None = None, run: RunDir | None = None):
-        self.log, self.llm, self.concurrency, self.run = log, llm, concurrency, run
+    def __init__(self, log: StageLog[Any], llm: LLMConfig, concurrency: int | None = None, run: RunDir | None = None,
+                 cfg: Config | None = None):
+        """``run``: the job's run directory, for its manifest (and ``cfg``: its ``config.yaml``)."""
+        self.log, self.llm, self.concurrency, self.run, self.cfg_file = log, llm, concurrency, run, cfg
         self.invocation, self.started = uuid.uuid4().hex[:12], now()
 
     def key(self, item: T) -> str:
@@ -109,7 +114,9 @@ to build on the job's client before the first item and release after the last.""
 
     async def arun(self, items: Sequence[T], progress: bool = True) -> ItemStats:
         from rubricforge.llm import LLMClient
+        from rubricforge.llm.check import apreflight
 
+        await apreflight(self.llm, list(self.roles))
         self.check_settings()
         keys = {self.key(item) for item in items}
         todo = self.pending(items)
@@ -130,6 +137,8 @@ to build on the job's client before the first item and release after the last.""
             groups.setdefault(self.group(item), []).append(item)
         if self.run is not None:
             self.run.check_pipeline()
+            if self.cfg_file is not None:
+                self.run.write_config(self.cfg_file)
             fields = self.manifest_fields(client)
             self.run.write_manifest(self.invocation, self.started, "running", fields)
         try:

@@ -68,7 +68,6 @@ def audit_judge(cfg: Config, labels_path: str | Path, run_dir: str | Path, cover
                 "api_base": cfg.llm.judge.api_base}
     job = _AuditJob(cfg, run, {r.id: r for r in reports}, settings, log)
     job.check_settings()  # verdicts of another labels file or judge are refused before anything is written
-    run.write_config(cfg)
     stats = asyncio.run(job.arun([(mode, r.id) for mode in MODES for r in reports], progress))
     points = sum(len(r.points) for r in reports)
     by_stage = run.manifest().get("ledger", {}).get("by_stage", {})
@@ -128,10 +127,11 @@ class _AuditJob(ItemJob[tuple[str, str]]):
     manifest (the base's) holds the settings that guard a resume."""
 
     stage = "judging"
+    roles = ("judge",)
 
     def __init__(self, cfg: Config, run: RunDir, reports: dict[str, LabelledReport], settings: dict[str, Any],
                  log: StageLog[Any]):
-        super().__init__(log, cfg.llm, cfg.reward.concurrency, run)
+        super().__init__(log, cfg.llm, cfg.reward.concurrency, run, cfg)
         self.reports, self._settings = reports, settings
 
     def key(self, item: tuple[str, str]) -> str:

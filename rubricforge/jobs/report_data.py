@@ -150,7 +150,6 @@ def build_report_data(cfg: Config, queries: str | Path, race_file: str | Path | 
     folder = run.path
     log: StageLog[Any] = run.log("rows")
     keys = [(_key(i, f), i) for i, _ in items for f in forms]
-    run.write_config(cfg)
     job = _ReportJob(cfg, given, log, mams or MamsConfig(), retrieval_tokens, run)
     job.sources = {"queries": str(Path(queries).resolve()), "race_file": str(Path(race_file).resolve()) if race_file
                    else None, "forms": list(forms)}
@@ -171,10 +170,11 @@ class _ReportJob(ItemJob[tuple[str, str, str]]):
     is not finished: a re-run tries it again."""
 
     stage = "report data"
+    roles = ("generator",)
 
     def __init__(self, cfg: Config, given: dict[str, RaceRubrics], log: StageLog, mams: MamsConfig,
                  retrieval_tokens: int, run: RunDir):
-        super().__init__(log, cfg.llm, run=run)
+        super().__init__(log, cfg.llm, run=run, cfg=cfg)
         self.sources: dict[str, Any] = {}
         self.cfg, self.given, self.mams, self.retrieval_tokens = cfg, given, mams, retrieval_tokens
         self.mode = teacher_mode(cfg)

@@ -66,7 +66,6 @@ def score_responses(cfg: Config, dataset: str | Path, responses: str | Path, nam
     check_columns([examples[r.example_id] for r in todo], names, dataset)
     log: StageLog[Any] = StageLog(out or default_out(responses))
     run = RunDir(log.path.with_name(f"{log.path.stem}.run"), "score")
-    run.write_config(cfg)
     job = _ScoreJob(cfg, examples, tuple(names), log, run)
     job.inputs = {"dataset": str(Path(dataset).resolve()), "responses": str(Path(responses).resolve())}
     stats = asyncio.run(job.arun(todo, progress))
@@ -85,10 +84,11 @@ class _ScoreJob(ItemJob[Response]):
     """One response per item, keyed ``<id>#<line>``; a record is finished when every asked reward has a value."""
 
     stage = "scoring"
+    roles = ("judge",)
 
     def __init__(self, cfg: Config, examples: dict[str, dict[str, Any]], names: tuple[str, ...], log: StageLog[Any],
                  run: RunDir):
-        super().__init__(log, cfg.llm, cfg.reward.concurrency, run)
+        super().__init__(log, cfg.llm, cfg.reward.concurrency, run, cfg)
         self.cfg, self.examples, self.names = cfg, examples, names
         self.scorer: RewardScorer | None = None
         self.inputs: dict[str, str] = {}

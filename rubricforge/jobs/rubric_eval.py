@@ -181,7 +181,6 @@ def evaluate(cfg: Config, pairs_file: str | Path, sources: Sequence[str], split:
     run = RunDir(Path(cfg.run_dir) / "rubric-eval", "rubric-eval")
     out = run.path
     scores: StageLog[Any] = run.log("scores")
-    run.write_config(cfg)
     job = _EvalJob(cfg, pairs, sources, run.log("rubrics"), scores, race_file, dataset, run)
     job.inputs = {"pairs": str(Path(pairs_file).resolve()), "split": split, "sources": sources}
     stats = asyncio.run(job.arun([(s, p) for s in sources for p in pairs], progress))
@@ -199,10 +198,11 @@ class _EvalJob(ItemJob[tuple[str, PreferencePair]]):
     rubric is counted missing and not recorded."""
 
     stage = "scoring"
+    roles = ("judge",)
 
     def __init__(self, cfg: Config, pairs: list[PreferencePair], sources: list[str], rubric_log: StageLog,
                  scores: StageLog, race_file: str | Path | None, dataset: str | Path | None, run: RunDir):
-        super().__init__(scores, cfg.llm, run=run)  # no cap per item: the judge calls share ``slots``
+        super().__init__(scores, cfg.llm, run=run, cfg=cfg)  # no cap per item: the judge calls share ``slots``
         self.inputs: dict[str, Any] = {}
         self.cfg, self.sources, self.rubric_log, self.race_file, self.dataset = (cfg, sources, rubric_log,
                                                                                  race_file, dataset)

@@ -49,7 +49,6 @@ def generate_dataset_rubrics(cfg: Config, dataset: str | Path, out: str | Path, 
         raise UserError(f"dataset {dataset} has no rows, or a row without a 'question'",
                         "pass a dataset whose rows have id and question")
     run = RunDir(Path(cfg.run_dir) / "rubric-gen", "rubric-gen")
-    run.write_config(cfg)
     job = _GenerateJob(run.log("rubrics"), cfg, run, {"dataset": str(Path(dataset).resolve()),
                                                       "out": str(Path(out).resolve())})
     log = job.log
@@ -68,9 +67,10 @@ class _GenerateJob(ItemJob[str]):
     are never reused for this one (they stay in the log, for a re-run with that model)."""
 
     stage = "rubrics"
+    roles = ("generator",)
 
     def __init__(self, log: StageLog[Any], cfg: Config, run: RunDir, paths: dict[str, str]):
-        super().__init__(log, cfg.llm, cfg.llm.generator.concurrency, run)
+        super().__init__(log, cfg.llm, cfg.llm.generator.concurrency, run, cfg)
         self.model, self.paths = cfg.llm.generator.model, paths
         self.client: LLMClient | None = None
 
