@@ -7,6 +7,7 @@ The public API; every name is imported on first use, so ``import rubricforge`` s
     cfg = rf.load_config("my.yaml", overrides=["build.n_trees=20"])   # a Config (YAML < env < overrides)
     result = rf.build_dataset(cfg)            # evidence-tree dataset (DeepRubric): JobResult
     kg = rf.build_kg_dataset(cfg)             # knowledge-graph multi-hop dataset (MindDR): JobResult
+    result = rf.run_job("tree", cfg, executor="prefect")   # the same job as its Prefect flow (as the CLI runs it)
     summary = rf.score_responses(cfg, "data.jsonl", "responses.jsonl", ["composite"])   # ScoreSummary
     result = await rf.abuild_dataset(cfg)     # the async twins (abuild_kg_dataset, ascore_responses) run a
                                               # job in a worker thread: notebooks and async trainers
@@ -36,6 +37,7 @@ _EXPORTS = {
     "build_dataset": "rubricforge.jobs.tree", "build_kg_dataset": "rubricforge.jobs.kg", "JobResult": "rubricforge.jobs.base",
     "score_responses": "rubricforge.jobs.reward_score", "ScoreSummary": "rubricforge.jobs.reward_score",
     "abuild_dataset": "rubricforge.api", "abuild_kg_dataset": "rubricforge.api", "ascore_responses": "rubricforge.api",
+    "run_job": "rubricforge.api",
     # scoring and the TRL adapters
     "RewardScorer": "rubricforge.rewards.scorer", "Rollout": "rubricforge.rewards.scorer",
     "reward_functions": "rubricforge.rewards.trl_rewards",
@@ -81,13 +83,14 @@ __all__ = [
     "report_reward",
     "reward_functions",
     "rubric_reward",
+    "run_job",
     "score_responses",
     "search_reward",
     "search_rl_reward",
 ]
 
 if TYPE_CHECKING:
-    from rubricforge.api import abuild_dataset, abuild_kg_dataset, ascore_responses
+    from rubricforge.api import abuild_dataset, abuild_kg_dataset, ascore_responses, run_job
     from rubricforge.config import Config, load_config
     from rubricforge.errors import UserError
     from rubricforge.jobs.base import JobResult

@@ -42,7 +42,9 @@ MANIFEST = "manifest.json"
 LEDGER_DIR = "ledgers"
 VERSIONED_PACKAGES = ("rubricforge", "pydantic", "litellm", "llama_cpp_python", "sentence-transformers", "torch",
                       "faiss-cpu", "datasets", "networkx")
-PIPELINE_NAMES = {"tree": "an evidence-tree run", "kg": "a knowledge-graph run"}
+PIPELINE_NAMES = {"tree": "an evidence-tree run", "kg": "a knowledge-graph run", "eval": "an evaluation run",
+                  "score": "a reward-score run", "report": "a Report-RL data run", "rubric-gen": "a rubric generation run",
+                  "rubric-eval": "a rubric evaluation run"}
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:

@@ -1,6 +1,7 @@
 """``rubricforge build`` through the flow as a user runs it: runner mistakes are one line (exit 2), a run
 whose tree fails ends with one line naming it (exit 1) and its Prefect logs in the run directory, the
-same command then resumes with the progress bar and summary and none of Prefect's log lines."""
+same command then resumes with the progress bar and summary and none of Prefect's log lines; with
+``--executor local`` the same build runs in the CLI's process."""
 
 from __future__ import annotations
 
@@ -45,6 +46,17 @@ def test_a_failed_tree_is_one_line_and_the_same_command_resumes(small_index_cfg,
     assert "complete in" in resumed.stderr and "trees 2" in resumed.stderr and "2/2" in resumed.stderr
     assert "Finished in state" not in resumed.stderr and "| INFO" not in resumed.stderr
     assert (run / "trees.jsonl").read_text().startswith(kept) and kept.count("\n") == 1  # tree 0 kept, not redone
+
+
+def test_the_same_build_runs_in_this_process_with_executor_local(small_index_cfg, tmp_path):
+    """``run_job``'s other executor, from the CLI: the same job and result, and no Prefect at all."""
+    run = tmp_path / "run"
+    mistake = cli("build", "--quiet", "--executor", "spark", "--run-dir", str(run), *replay_args(small_index_cfg))
+    assert_user_error(mistake, "unknown executor 'spark'", "local")
+    local = cli("build", "--executor", "local", "--run-dir", str(run), *replay_args(small_index_cfg, RECORDING))
+    assert local.returncode == 0, local.stderr[-3000:]
+    assert "complete in" in local.stderr and "trees 2" in local.stderr
+    assert not (run / "prefect").exists() and not (run / "logs" / "prefect.log").exists()
 
 
 LOG_A_LINE = """

@@ -28,7 +28,7 @@ def test_generate_rubrics_then_score_rollouts_with_them(tmp_path):
                                enumerate(["Analyse common network failures.", "Analyse common network failures.",
                                           "Compare DNS resolvers."])))
     out = tmp_path / "with_rubrics.jsonl"
-    with FakeOpenAI(stages=PREFS_JUDGE) as server:
+    with FakeOpenAI(stages=PREFS_JUDGE, models=["fake-model", "other-model"]) as server:  # both generators
         config = tmp_path / "config.yaml"
         config.write_text(yaml.safe_dump({"run_dir": str(tmp_path / "run"),
                                           "llm": litellm_llm_config(tmp_path, server)}))

@@ -96,13 +96,10 @@ def test_how_a_job_ends(tmp_path):
 
     run = RunDir(tmp_path, "tree")
     run.write_manifest("i", "2026-01-01T00:00:00+00:00", "running", {})
-    with ending(run, "i", budget_stops=True) as outcome:
+    with ending(run, "i") as outcome:  # every job: a budget stop ends the body, not the job
         raise budget
     assert outcome.status.startswith("stopped:") and run.manifest()["status"] == "running"  # the job finishes it
-    with pytest.raises(BudgetExceeded), ending(run, "i", budget_stops=False):
-        raise budget
-    assert run.manifest()["status"].startswith("stopped: LLM budget reached")
-    with pytest.raises(ValueError), ending(run, "i", budget_stops=True):
+    with pytest.raises(ValueError), ending(run, "i"):
         raise ValueError("boom")
     assert run.manifest()["status"] == "failed: ValueError: boom"
 

@@ -26,16 +26,17 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def rollouts(small_index_cfg, tiny_model, tmp_path_factory) -> Path:
-    from rubricforge.training.rollouts import Sampler, sample_rollouts
+    from rubricforge.jobs.rollouts import sample_rollouts
+    from rubricforge.training.rollouts import Sampler
 
     cfg = derive(small_index_cfg, "tools.top_k=2", "tools.snippet_chars=200", "train.rollouts_per_prompt=2",
                  "train.max_new_tokens=120")
     sampler = Sampler(str(tiny_model), cfg)
     ScriptedPolicy(sampler.model, sampler.tokenizer)
     out = tmp_path_factory.mktemp("rollouts") / "rollouts.jsonl"
-    summary = sample_rollouts(cfg, EXAMPLES, str(tiny_model), out, sampler=sampler)
+    summary = sample_rollouts(cfg, EXAMPLES, out, sampler=lambda: sampler)
     assert (summary.trajectories, summary.sampled_now, summary.tool_calls) == (4, 4, 4)
-    again = sample_rollouts(cfg, EXAMPLES, str(tiny_model), out)  # resumes: nothing left, no model loaded
+    again = sample_rollouts(cfg, EXAMPLES, out, sampler=lambda: pytest.fail("a model was loaded"))  # nothing left
     assert (again.trajectories, again.sampled_now) == (4, 0)
     return out
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional, cast
 
 import typer
 
-from rubricforge.cli.common import ConfigOpt, QuietOpt, SetOpt, VerboseOpt, console, cli_config, print_result
+from rubricforge.cli.common import ConfigOpt, QuietOpt, SetOpt, VerboseOpt, console, end, cli_config, print_result
 from rubricforge.errors import UserError
 
 if TYPE_CHECKING:
@@ -18,6 +18,8 @@ RunnerOpt = Annotated[Optional[str], typer.Option("--runner", help="Where tasks 
 AddressOpt = Annotated[Optional[str], typer.Option("--address", help="Dask scheduler (tcp://host:8786) or Ray cluster "
                                                     "(ray://host:10001); default: a local one.")]
 WorkersOpt = Annotated[Optional[int], typer.Option("--workers", help="Threads, processes or local workers.")]
+ExecutorOpt = Annotated[str, typer.Option("--executor", help="prefect (the job's Prefect flow, its tasks on --runner) | "
+                                          "local (this process, no Prefect); --source tree and kg.")]
 STRONGER_MODEL = ("stronger model: --set llm.generator.backend=litellm --set llm.generator.model=openai/gpt-4o-mini "
                   "(likewise llm.verifier), or a vLLM server: --set llm.generator.model=hosted_vllm/<model> "
                   "--set llm.generator.api_base=http://host:8000/v1")
@@ -38,6 +40,7 @@ def build(
     runner: RunnerOpt = None,
     address: AddressOpt = None,
     workers: WorkersOpt = None,
+    executor: ExecutorOpt = "prefect",
     verbose: VerboseOpt = False,
     source: Annotated[str, typer.Option("--source", help="tree (evidence trees) | kg (knowledge-graph multi-hop "
                                                          "questions; default run dir runs/kg) | report (Report-RL "
@@ -55,8 +58,8 @@ def build(
     """Build the evidence-tree query–rubric dataset, with --source kg the knowledge-graph multi-hop one, or with
     --source report Report-RL rows (RACE rubrics + reference report) for --queries (resumable: run it again).
 
-    Runs the ``build_dataset`` (``build_kg_dataset``) Prefect flow; Prefect's temporary server unless
-    PREFECT_API_URL is set."""
+    Runs the ``build_dataset`` (``build_kg_dataset``) Prefect flow (Prefect's temporary server unless
+    PREFECT_API_URL is set), or with --executor local the same job in this process."""
     cfg = cli_config(config, set_, run_dir=run_dir, **{"build.n_trees": n_trees, "build.target_rows": rows,
                                                         "build.rubric_source": rubric_source, "runner.kind": runner,
                                                         "runner.address": address, "runner.workers": workers})
@@ -65,16 +68,16 @@ def build(
     if source == "report":
         _report_rows(cfg, queries, race_rubrics, limit, form, tool_budget, quiet)
         return
-    from rubricforge.flows import local
+    from rubricforge.api import Executor, run_job
     from rubricforge.jobs.kg import kg_config
 
     _preflight(cfg, ["generator", "verifier"], run_dir=(cfg if source == "tree" else kg_config(cfg)).run_dir)
-    if source == "kg":
-        print_result(local.build_kg(cfg, push_to_hub, progress=not quiet, verbose=verbose))
-        return
-    result = local.build(cfg, push_to_hub, progress=not quiet, verbose=verbose)
-    print_result(result, [f"open the viewer in a browser; rebuild it with `rubricforge view {result.summary.run_dir}`",
-                          *([STRONGER_MODEL] if cfg.llm.generator.backend == "local" else [])])
+    result = run_job(source, cfg, cast(Executor, executor), progress=not quiet, push_to_hub=push_to_hub,
+                     verbose=verbose)  # an unknown executor: a UserError there
+    notes = [f"open the viewer in a browser; rebuild it with `rubricforge view {result.summary.run_dir}`",
+             *([STRONGER_MODEL] if cfg.llm.generator.backend == "local" else [])]
+    print_result(result, notes if source == "tree" else [])
+    end(result.summary.status)
 
 
 def _report_rows(cfg: Config, queries: Path | None, race_rubrics: Path | None, limit: int | None, form: str,
@@ -91,6 +94,7 @@ def _report_rows(cfg: Config, queries: Path | None, race_rubrics: Path | None, l
                           mams=MamsConfig(tool_budget=tool_budget))
     failed = ", ".join(f"{k} {v}" for k, v in r.failed.items()) or "none"
     console().print(f"{r.rows} {'/'.join(forms)}-form rows for {r.queries} queries (failed: {failed}) -> {r.out}")
+    end(r.status)
 
 
 def _preflight(cfg: Config, roles: list[str], run_dir: str) -> None:

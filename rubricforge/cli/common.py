@@ -1,5 +1,5 @@
-"""What every command group shares: the common options, the config from ``--config`` / ``--set`` / flags, and
-the console helpers (tables, numbers, a job's result lines)."""
+"""What every command group shares: the common options, the config from ``--config`` / ``--set`` / flags, the
+console helpers (tables, numbers, a job's result lines) and how a job's command ends (:func:`end`)."""
 
 from __future__ import annotations
 
@@ -69,3 +69,14 @@ def print_result(result: JobResult, notes: Sequence[str] = ()) -> None:
         out.print(Text("warning:", style="yellow") + Text(f" {warning}"))
     for line in (*rest, *notes):
         out.print(Text(line))
+
+
+def end(status: str) -> None:
+    """After a job's summary: a budget stop (the one rule, :mod:`rubricforge.jobs.base`) says so and exits
+    :data:`~rubricforge.jobs.base.STOPPED_EXIT`; the finished work is already written out."""
+    from rubricforge.jobs.base import STOPPED_EXIT
+
+    if status.startswith("stopped"):
+        console().print(f"{status}; finished work is kept and written out: run the same command with a larger "
+                        "budget to resume", style="yellow", markup=False, highlight=False, soft_wrap=True)
+        raise SystemExit(STOPPED_EXIT)

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from rubricforge.cli.common import ConfigOpt, QuietOpt, SetOpt, console, fmt, cli_config, table
+from rubricforge.cli.common import ConfigOpt, QuietOpt, SetOpt, console, end, fmt, cli_config, table
 from rubricforge.errors import UserError
 
 app = typer.Typer(no_args_is_help=True, invoke_without_command=True,
@@ -62,6 +62,7 @@ def eval_run(
     if s.rejects.get("total"):
         say.print(f"skipped {s.rejects['total']} report lines: {s.rejects['file']}", markup=False, soft_wrap=True)
     say.print(f"report: {s.report}", markup=False, highlight=False, soft_wrap=True)
+    end(s.status)
 
 
 @app.command("compare")

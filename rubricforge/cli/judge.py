@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from rubricforge.cli.common import ConfigOpt, QuietOpt, SetOpt, cli_config, console, fmt, table
+from rubricforge.cli.common import ConfigOpt, QuietOpt, SetOpt, cli_config, console, end, fmt, table
 
 app = typer.Typer(no_args_is_help=True, help="Check the LLM judge against human labels (balanced accuracy per "
                                              "rubric category, per-call vs batched judging).")
@@ -51,3 +51,4 @@ def judge_audit(
                   markup=False, highlight=False, soft_wrap=True)
     say.print(f"{s.status}: {s.reports} reports, {s.points} points, judge {s.judge_model} (covered = score >= "
               f"{s.covered_at}) -> {s.run_dir}/summary.json", markup=False, highlight=False, soft_wrap=True)
+    end(s.status)

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from rubricforge.cli.common import ConfigOpt, DatasetOpt, QuietOpt, SetOpt, console, fmt, cli_config, table
+from rubricforge.cli.common import ConfigOpt, DatasetOpt, QuietOpt, SetOpt, console, end, fmt, cli_config, table
 
 app = typer.Typer(no_args_is_help=True, help="Score agent responses with rubricforge's rewards; audit the judge.")
 ResponsesOpt = Annotated[Path, typer.Option("--responses", "-r", help='JSONL of {"id", "response", "snippets"?}.')]
@@ -42,6 +42,7 @@ def reward_score(
         say.print(f"[yellow]{summary.no_known_tags} responses hold no known tags[/yellow] (<think>, <answer>, "
                   "<tool_call>/<tool_response> or DR Tulu's <call_tool>/<tool_output>): no answer was found, so "
                   "their answer-based rewards are 0")
+    end(summary.status)
 
 
 @app.command("audit")

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from rubricforge.cli.common import ConfigOpt, DatasetOpt, ModelOpt, SetOpt, console, cli_config
+from rubricforge.cli.common import ConfigOpt, DatasetOpt, ModelOpt, SetOpt, console, end, cli_config
 
 app = typer.Typer(no_args_is_help=True, help="Run a model with the tools over dataset questions.")
 
@@ -25,8 +25,10 @@ def rollouts_sample(
                                                "report agents).")] = "react",
 ) -> None:
     """Answer dataset questions with a model and the tools; write trajectories for SFT, DPO or reward audits."""
-    from rubricforge.training.rollouts import sample_rollouts
+    from rubricforge.jobs.rollouts import sample_rollouts
+    from rubricforge.training.rollouts import Sampler
 
     cfg = cli_config(config, set_, **{"train.rollouts_per_prompt": n})
-    s = sample_rollouts(cfg, dataset, model, out, limit, progress=True, workflow=workflow)
+    s = sample_rollouts(cfg, dataset, out, lambda: Sampler(model, cfg), limit, progress=True, workflow=workflow)
     console().print(f"{s.trajectories} trajectories ({s.sampled_now} sampled now, {s.tool_calls} tool calls) -> {s.out}")
+    end(s.status)

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from rubricforge.cli.common import ConfigOpt, DatasetOpt, QuietOpt, SetOpt, console, cli_config, table
+from rubricforge.cli.common import ConfigOpt, DatasetOpt, QuietOpt, SetOpt, console, end, cli_config, table
 
 app = typer.Typer(no_args_is_help=True, help="Measure rubric sources against preference pairs; generate rubrics.")
 
@@ -44,6 +44,7 @@ def rubrics_eval(
             say.print(f"[yellow]{s.source}: no rubric for {s.rubrics_missing} queries[/yellow] (their pairs are "
                       "unscored; see rubrics.jsonl)")
     say.print(f"judge {result.judge_model} · results: {result.out_dir}/table.md, summary.json")
+    end(result.status)
 
 
 @app.command("generate")
@@ -60,3 +61,4 @@ def rubrics_generate(
     s = generate_dataset_rubrics(cli_config(config, set_), dataset, out, progress=not quiet)
     console().print(f"{s.written} of {s.rows} rows with rubrics from {s.model} ({s.generated_now} generated now, "
                     f"{s.failed} unreadable and left out) -> {s.out}")
+    end(s.status)

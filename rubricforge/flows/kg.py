@@ -2,8 +2,9 @@
 questions -> filters -> long-form variants, then export and viewer).
 
 The KG stages are one task (:func:`rubricforge.jobs.kg.run_kg`: it resumes from the run directory,
-subgraph by subgraph, so a retried or re-run task redoes only what is missing), retried unless it
-stopped on the budget; the export is another. Parameters as for ``build_dataset``.
+subgraph by subgraph, so a retried or re-run task redoes only what is missing), retried unless it raised
+a configuration mistake (a budget stop is no error: the task returns what is finished, and it is
+exported); the export is another. Parameters as for ``build_dataset``.
 """
 
 from __future__ import annotations

@@ -5,5 +5,6 @@
 scoring), :mod:`~rubricforge.jobs.dpo_pairs` (DPO preference pairs from scored rollouts). How a job
 ends — complete, stopped by the budget, failed, interrupted — and whether a task is retried are decided
 in :mod:`~rubricforge.jobs.base`; the flows only schedule. The jobs over independent items (reward score,
-rubric generation and evaluation, report data, eval) run on the resumable item-job base,
-:class:`~rubricforge.jobs.items.ItemJob`."""
+rubric generation and evaluation, report data, eval, the judge audit, rollouts) run on the resumable
+item-job base, :class:`~rubricforge.jobs.items.ItemJob`, which also keeps their manifest when given a run
+directory."""

@@ -1,9 +1,12 @@
 """What every job shares: the config resolved on the driver, how a job (or one of its tasks) ended, and
 one result type.
 
-A job's status is ``complete``, ``stopped: <why>`` (the LLM budget is spent: finished work is kept and
-a re-run with a larger budget resumes), ``failed: <why>`` or ``interrupted``; :func:`ending` writes
-it to the run directory's manifest, and the flows ask :func:`retryable` before retrying a task.
+A job's status is ``complete``, ``stopped: <why>``, ``failed: <why>`` or ``interrupted``; :func:`ending`
+writes it to the run directory's manifest, and the flows ask :func:`retryable` before retrying a task.
+
+The one budget rule, the same for every job: when the LLM budget is spent the job stops starting work,
+keeps and exports (writes out) everything it finished, and ends ``stopped: <why>`` — not an error; the CLI
+then exits :data:`STOPPED_EXIT` — and the same command with a larger budget resumes where it stopped.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from typing import Any
 from rubricforge.config import Config
 from rubricforge.errors import BudgetExceeded, ItemsFailed, UserError
 from rubricforge.rundir import RunDir
+
+STOPPED_EXIT = 3  # the CLI's exit code after a budget stop: not 0 (the output is partial), not a failure (1, 2)
 
 
 @dataclass
@@ -108,15 +113,17 @@ class Outcome:
 
 
 @contextlib.contextmanager
-def ending(run_dir: RunDir, invocation: str, budget_stops: bool) -> Iterator[Outcome]:
-    """Run the body; when it raises, write how it ended to the manifest (for an invocation the manifest lists)
-    and re-raise, except a budget stop when ``budget_stops`` (the job then finishes with ``outcome.status``)."""
+def ending(run_dir: RunDir | None, invocation: str = "") -> Iterator[Outcome]:
+    """Run the body. A budget stop ends the body, not the job: it goes on with ``outcome.status`` ``stopped:
+    <why>`` to keep and export what is finished. Anything else raised is written to the manifest (of
+    ``run_dir``, for an invocation it lists) and re-raised."""
     outcome = Outcome()
     try:
         yield outcome
     except BaseException as exc:
         outcome.status = status_of(exc)
-        if budget_stops and isinstance(exc, BudgetExceeded):
+        if isinstance(exc, BudgetExceeded):
             return
-        run_dir.set_status(invocation, outcome.status)
+        if run_dir is not None:
+            run_dir.set_status(invocation, outcome.status)
         raise

@@ -34,6 +34,7 @@ class PairsSummary:
     scored: int
     unscored: int
     without_pair: int  # questions with an empty D+ or D-
+    status: str = "complete"  # or the scoring's "stopped: <why>" (a budget stop: pairs of what is scored)
 
 
 def select_pairs(scored: list[tuple[float, Any]], high: float, low: float, k: int) -> list[tuple[tuple[float, Any], tuple[float, Any]]]:
@@ -54,9 +55,10 @@ def build_pairs(cfg: Config, dataset: str | Path, rollouts: str | Path, out: str
 
     t = cfg.train
     examples = {str(r["id"]): r for r in training_rows(dataset, [t.reward])}
+    status = "complete"
     if scores is None:
         scores = default_out(rollouts)
-        score_responses(cfg, dataset, rollouts, [t.reward], scores, progress=progress)
+        status = score_responses(cfg, dataset, rollouts, [t.reward], scores, progress=progress).status
     log: StageLog[Any] = StageLog(scores)
     rejects = Rejects()  # count only: `reward score` writes the rejects file
     by_id: dict[str, list[tuple[float, Any]]] = defaultdict(list)
@@ -79,4 +81,4 @@ def build_pairs(cfg: Config, dataset: str | Path, rollouts: str | Path, out: str
     atomic_write_text(out / "pairs.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     paired = {r["id"] for r in rows}
     return PairsSummary(str(out), len(by_id), len(rows), sum(map(len, by_id.values())), unscored,
-                        len(set(by_id) - paired))
+                        len(set(by_id) - paired), status)

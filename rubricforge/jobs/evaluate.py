@@ -14,7 +14,6 @@ other settings (task set, reports, references, scorers, judge) is refused.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -26,9 +25,8 @@ from rubricforge.errors import UserError
 from rubricforge.evaluation import report as html
 from rubricforge.evaluation import scorers, stats
 from rubricforge.evaluation.tasks import digest, load_reports, load_tasks, scorers_for
-from rubricforge.jobs.base import ending
-from rubricforge.jobs.items import ItemJob
-from rubricforge.rundir import RunDir, StageLog, atomic_write_json, atomic_write_text, now
+from rubricforge.jobs.items import ItemJob, ItemStats
+from rubricforge.rundir import RunDir, StageLog, atomic_write_json, atomic_write_text
 
 if TYPE_CHECKING:
     from rubricforge.llm import LLMClient
@@ -83,21 +81,14 @@ def evaluate(cfg: Config, tasks_path: str | Path, reports_path: str | Path, run_
     run.check_pipeline()
     log: StageLog[Any] = run.log(LOG)
     run.check_settings("settings", settings, len(log) > 0, "scores")
-    invocation, started = uuid.uuid4().hex[:8], now()
-    run.write_config(cfg)
-    fields = {"settings": settings}
-    run.write_manifest(invocation, started, "running", fields)
 
     shas = {tid: digest(reports[tid] + "\0" + refs[tid]) for tid in reports}
-    job = _EvalJob(cfg, run, invocation, tasks, reports, refs, names, shas, log)
+    job = _EvalJob(cfg, run, settings, tasks, reports, refs, names, shas, log)
     pending = job.pending(list(reports))
-    with ending(run, invocation, budget_stops=True) as outcome:
-        asyncio.run(job.arun(list(reports), progress))
+    status = asyncio.run(job.arun(list(reports), progress)).status
     per_task = {tid: log[tid]["metrics"] for tid in reports if tid in log}
     scored_now = sum(1 for tid in pending if tid in log and log[tid]["report_sha"] == shas[tid])
-    run.write_manifest(invocation, started, outcome.status, fields,
-                       {"tasks": len(tasks), "reports": len(reports), "scored": len(per_task)})
-    summary = EvalSummary(str(run.path), outcome.status, len(tasks), len(reports), len(tasks) - len(reports),
+    summary = EvalSummary(str(run.path), status, len(tasks), len(reports), len(tasks) - len(reports),
                           scored_now, judge_model, stats.summarise(per_task, resamples, seed),
                           _judge_use(run, [log[t] for t in per_task]), rejects.summary(), str(run / "report.html"))
     atomic_write_json(run / "summary.json", asdict(summary))
@@ -108,15 +99,16 @@ def evaluate(cfg: Config, tasks_path: str | Path, reports_path: str | Path, run_
 
 class _EvalJob(ItemJob[str]):
     """One task id per item; a record is finished when it scored this report (and reference) with these
-    scorers and has every metric. The invocation's ledger is written however the job ended."""
+    scorers and has every metric. Its manifest (the base's) holds the run's settings, which guard a resume."""
 
     stage = "scoring"
+    roles = ("judge",)
 
-    def __init__(self, cfg: Config, run: RunDir, invocation: str, tasks: dict[str, dict[str, Any]],
+    def __init__(self, cfg: Config, run: RunDir, run_settings: dict[str, Any], tasks: dict[str, dict[str, Any]],
                  reports: dict[str, str], refs: dict[str, str], names: dict[str, tuple[str, ...]],
                  shas: dict[str, str], log: StageLog[Any]):
-        super().__init__(log, cfg.llm, cfg.reward.concurrency)
-        self.cfg, self.run, self.invocation = cfg, run, invocation
+        super().__init__(log, cfg.llm, cfg.reward.concurrency, run, cfg)
+        self.cfg, self.run_settings = cfg, run_settings
         self.tasks, self.reports, self.refs, self.names, self.shas = tasks, reports, refs, names, shas
         self.index: Any = None
         self.resolve: Any = None
@@ -129,6 +121,12 @@ class _EvalJob(ItemJob[str]):
                 and record.get("scorers") == list(self.names[record["key"]])
                 and all(v is not None for v in record["metrics"].values()))
 
+    def manifest_fields(self, client: LLMClient) -> dict[str, Any]:
+        return {"settings": self.run_settings}
+
+    def counts(self, stats: ItemStats) -> dict[str, Any]:
+        return {"tasks": len(self.tasks), "reports": len(self.reports), "scored": sum(1 for t in self.reports if t in self.log)}
+
     def open(self, client: LLMClient) -> None:
         self.client = client
         if any("citation" in n for n in self.names.values()):  # cited ids resolve against the corpus index
@@ -139,7 +137,6 @@ class _EvalJob(ItemJob[str]):
             self.resolve = CorpusCitations(self.index)
 
     def close(self) -> None:
-        atomic_write_json(self.run.ledger_path(self.invocation, "main"), {"ledger": self.client.ledger.summary()})
         if self.index is not None:
             self.index.close()
 

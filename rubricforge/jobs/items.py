@@ -6,21 +6,29 @@ record in the job's keyed :class:`~rubricforge.rundir.StageLog`, refuses to mix 
 settings with new ones (a UserError, exit 2), runs the rest at most ``concurrency`` at a time under one
 LLM client and one progress bar, appends each item's record as soon as it is made (an item whose
 ``process`` raised is not recorded, so a re-run does it again), cancels the rest when one item raises,
-and closes the client however it ended.
+stops on a spent LLM budget with what is finished kept (the one budget rule, :mod:`rubricforge.jobs.base`:
+its stats say ``stopped: <why>`` and the job writes its output as usual), and closes the client however
+it ended. Before any of that it runs the preflight of the LLM ``roles`` it calls
+(:func:`~rubricforge.llm.check.preflight`: keys, models, servers). A job given a
+:class:`~rubricforge.rundir.RunDir` (``run``) also gets its manifest there: ``config.yaml`` (``cfg``), the
+invocation with its status (``running``, then how it ended), :meth:`ItemJob.manifest_fields` (settings,
+models, provenance), the item counts and the invocation's LLM ledger (``ledgers/``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from rubricforge.errors import UserError
-from rubricforge.rundir import StageBar, StageLog, atomic_write_json, read_json
+from rubricforge.jobs.base import ending
+from rubricforge.rundir import RunDir, StageBar, StageLog, atomic_write_json, now, read_json
 
 if TYPE_CHECKING:
-    from rubricforge.config import LLMConfig
+    from rubricforge.config import Config, LLMConfig
     from rubricforge.llm import LLMClient
 
 T = TypeVar("T")
@@ -31,6 +39,7 @@ class ItemStats:
     items: int  # distinct items asked for
     done_before: int  # finished by an earlier run (read back, not redone)
     done_now: int  # finished by this run (its items that returned a record)
+    status: str = "complete"  # or "stopped: <why>" after a budget stop
 
 
 class ItemJob(Generic[T]):
@@ -40,9 +49,13 @@ class ItemJob(Generic[T]):
 to build on the job's client before the first item and release after the last."""
 
     stage = "items"
+    roles: tuple[str, ...] = ()  # the LLM roles process() calls: checked before any work
 
-    def __init__(self, log: StageLog[Any], llm: LLMConfig, concurrency: int | None = None):
-        self.log, self.llm, self.concurrency = log, llm, concurrency
+    def __init__(self, log: StageLog[Any], llm: LLMConfig, concurrency: int | None = None, run: RunDir | None = None,
+                 cfg: Config | None = None):
+        """``run``: the job's run directory, for its manifest (and ``cfg``: its ``config.yaml``)."""
+        self.log, self.llm, self.concurrency, self.run, self.cfg_file = log, llm, concurrency, run, cfg
+        self.invocation, self.started = uuid.uuid4().hex[:12], now()
 
     def key(self, item: T) -> str:
         raise NotImplementedError
@@ -60,6 +73,14 @@ to build on the job's client before the first item and release after the last.""
 
     def settings(self) -> dict[str, Any]:
         return {}
+
+    def manifest_fields(self, client: LLMClient) -> dict[str, Any]:
+        """What the manifest records besides status, counts and ledger (default: the settings)."""
+        return {"settings": self.settings()}
+
+    def counts(self, stats: ItemStats) -> dict[str, Any]:
+        """The manifest's counts after a run (default: the item stats)."""
+        return {"items": stats.items, "done_before": stats.done_before, "done_now": stats.done_now}
 
     def open(self, client: LLMClient) -> None:
         """Build what :meth:`process` needs from the job's client (called once, before the first item)."""
@@ -93,7 +114,9 @@ to build on the job's client before the first item and release after the last.""
 
     async def arun(self, items: Sequence[T], progress: bool = True) -> ItemStats:
         from rubricforge.llm import LLMClient
+        from rubricforge.llm.check import apreflight
 
+        await apreflight(self.llm, list(self.roles))
         self.check_settings()
         keys = {self.key(item) for item in items}
         todo = self.pending(items)
@@ -112,9 +135,15 @@ to build on the job's client before the first item and release after the last.""
         groups: dict[str, list[T]] = {}
         for item in todo:
             groups.setdefault(self.group(item), []).append(item)
+        if self.run is not None:
+            self.run.check_pipeline()
+            if self.cfg_file is not None:
+                self.run.write_config(self.cfg_file)
+            fields = self.manifest_fields(client)
+            self.run.write_manifest(self.invocation, self.started, "running", fields)
         try:
-            self.open(client)
-            with StageBar(progress) as bar:
+            with StageBar(progress) as bar, ending(self.run, self.invocation) as outcome:
+                self.open(client)
                 for name, members in groups.items():
                     advance = bar.task(f"{self.stage} · {name}" if name else self.stage, total=len(members))
                     tasks = [asyncio.ensure_future(one(item, advance)) for item in members]
@@ -129,5 +158,10 @@ to build on the job's client before the first item and release after the last.""
             try:
                 self.close()
             finally:
+                if self.run is not None:
+                    atomic_write_json(self.run.ledger_path(self.invocation, "main"), {"ledger": client.ledger.summary()})
                 await client.aclose()
-        return ItemStats(len(keys), len(keys) - len(todo), len(done))
+        stats = ItemStats(len(keys), len(keys) - len(todo), len(done), outcome.status)
+        if self.run is not None:
+            self.run.write_manifest(self.invocation, self.started, stats.status, fields, self.counts(stats))
+        return stats

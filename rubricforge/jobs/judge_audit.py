@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import statistics
-import uuid
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -30,9 +29,8 @@ from typing import TYPE_CHECKING, Any
 from rubricforge.config import Config
 from rubricforge.evaluation.labels import LabelledReport, load_labels
 from rubricforge.evaluation.stats import balanced_accuracy
-from rubricforge.jobs.base import ending
-from rubricforge.jobs.items import ItemJob
-from rubricforge.rundir import RunDir, StageLog, atomic_write_json, now
+from rubricforge.jobs.items import ItemJob, ItemStats
+from rubricforge.rundir import RunDir, StageLog, atomic_write_json
 
 if TYPE_CHECKING:
     from rubricforge.llm import LLMClient
@@ -68,20 +66,13 @@ def audit_judge(cfg: Config, labels_path: str | Path, run_dir: str | Path, cover
     settings = {"labels": str(Path(labels_path).resolve()),
                 "labels_sha": hashlib.sha256(Path(labels_path).read_bytes()).hexdigest()[:16], "judge": judge_model,
                 "api_base": cfg.llm.judge.api_base}
-    invocation, started = uuid.uuid4().hex[:8], now()
-    job = _AuditJob(cfg, run, invocation, {r.id: r for r in reports}, settings, log)
+    job = _AuditJob(cfg, run, {r.id: r for r in reports}, settings, log)
     job.check_settings()  # verdicts of another labels file or judge are refused before anything is written
-    run.write_config(cfg)
-    fields = {"settings": settings}
-    run.write_manifest(invocation, started, "running", fields)
-    items = [(mode, r.id) for mode in MODES for r in reports]
-    with ending(run, invocation, budget_stops=True) as outcome:
-        stats = asyncio.run(job.arun(items, progress))
+    stats = asyncio.run(job.arun([(mode, r.id) for mode in MODES for r in reports], progress))
     points = sum(len(r.points) for r in reports)
-    run.write_manifest(invocation, started, outcome.status, fields, {"reports": len(reports), "points": points})
     by_stage = run.manifest().get("ledger", {}).get("by_stage", {})
     modes = {mode: _mode_summary(reports, log, mode, covered_at, by_stage.get(STAGES[mode], {})) for mode in MODES}
-    summary = JudgeAuditSummary(str(run.path), outcome.status, len(reports), points, judge_model, covered_at,
+    summary = JudgeAuditSummary(str(run.path), stats.status, len(reports), points, judge_model, covered_at,
                                 stats.done_now, modes, _delta(modes))
     atomic_write_json(run / "summary.json", asdict(summary))
     return summary
@@ -132,15 +123,16 @@ def _delta(modes: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 
 class _AuditJob(ItemJob[tuple[str, str]]):
-    """One (mode, report id) per item, grouped by mode; a record is finished when every point has a score. The
-    invocation's ledger is written however the job ended."""
+    """One (mode, report id) per item, grouped by mode; a record is finished when every point has a score. Its
+    manifest (the base's) holds the settings that guard a resume."""
 
     stage = "judging"
+    roles = ("judge",)
 
-    def __init__(self, cfg: Config, run: RunDir, invocation: str, reports: dict[str, LabelledReport],
-                 settings: dict[str, Any], log: StageLog[Any]):
-        super().__init__(log, cfg.llm, cfg.reward.concurrency)
-        self.run, self.invocation, self.reports, self._settings = run, invocation, reports, settings
+    def __init__(self, cfg: Config, run: RunDir, reports: dict[str, LabelledReport], settings: dict[str, Any],
+                 log: StageLog[Any]):
+        super().__init__(log, cfg.llm, cfg.reward.concurrency, run, cfg)
+        self.reports, self._settings = reports, settings
 
     def key(self, item: tuple[str, str]) -> str:
         return f"{item[0]}:{item[1]}"
@@ -154,11 +146,11 @@ class _AuditJob(ItemJob[tuple[str, str]]):
     def finished(self, record: dict[str, Any] | None) -> bool:
         return record is not None and None not in record["scores"]
 
+    def counts(self, stats: ItemStats) -> dict[str, Any]:
+        return {"reports": len(self.reports), "points": sum(len(r.points) for r in self.reports.values())}
+
     def open(self, client: LLMClient) -> None:
         self.client = client
-
-    def close(self) -> None:
-        atomic_write_json(self.run.ledger_path(self.invocation, "main"), {"ledger": self.client.ledger.summary()})
 
     async def process(self, item: tuple[str, str]) -> dict[str, Any]:
         from rubricforge.rewards.judging import Judge

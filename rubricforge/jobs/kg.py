@@ -3,9 +3,10 @@
 
 Like :mod:`rubricforge.jobs.tree` it sits above ``pipelines`` and ``export``. Without an explicit run
 directory (``run_dir`` left at the default ``runs/default``) it writes to ``runs/kg``, so the
-evidence-tree run and the KG run never share a folder. A budget stop, a user error or items whose LLM
-calls kept failing (:class:`~rubricforge.errors.ItemsFailed`) end the run with its manifest saying so
-(``stopped: ...`` / ``failed: ...``) and raise: finished work is kept.
+evidence-tree run and the KG run never share a folder. A budget stop ends the stages ``stopped: <why>``
+and the finished examples are exported, as in every job (:mod:`rubricforge.jobs.base`); a user error or
+items whose LLM calls kept failing (:class:`~rubricforge.errors.ItemsFailed`) end the run with its
+manifest saying so (``failed: ...``) and raise. Finished work is kept either way.
 """
 
 from __future__ import annotations
@@ -36,9 +37,15 @@ def kg_config(cfg: Config) -> Config:
 
 def run_kg(cfg: Config, progress: bool = True) -> KGSummary:
     """Run (or resume) the KG stages in ``cfg.run_dir`` (see :mod:`rubricforge.pipelines.kg.run`)."""
-    run = KGRun(on_driver(cfg), progress)
-    with ending(run.run_dir, run.invocation, budget_stops=False):
-        return asyncio.run(run.run())
+    return asyncio.run(_run_kg(on_driver(cfg), progress))
+
+
+async def _run_kg(cfg: Config, progress: bool) -> KGSummary:
+    run = KGRun(cfg, progress)
+    async with run.session():
+        with ending(run.run_dir, run.invocation) as outcome:
+            await run.stages()
+    return run.finish(outcome.status)
 
 
 def export_kg_run(cfg: Config, summary: KGSummary, push_to_hub: str | None = None) -> JobResult:

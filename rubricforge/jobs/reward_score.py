@@ -4,9 +4,12 @@ Each scored response is appended at once to the output JSONL (``{"key": "<id>#<l
 "rewards": {name: {"value", ...details}}}``), so an interrupted run keeps what it finished; the same
 command then scores only responses that are missing, or that have an unscored reward (a judge that was
 down is asked again; the LLM cache answers everything it already said). The summary (mean, min, max,
-scored and unscored per reward, judge calls) goes to ``<out>.summary.json``. A responses file of which no
-line names a dataset example is a UserError; a run in which no reward could be computed at all (every
-judge call failed) raises RunFailed after writing the summary, so a script sees a non-zero exit.
+scored and unscored per reward, judge calls, status) goes to ``<out>.summary.json``; the run's record
+(``manifest.json`` with the rewards, inputs, judge model, counts and LLM ledger; ``config.yaml``) to the run
+directory ``<out>.run/`` (:class:`~rubricforge.rundir.RunDir`). A responses file of
+which no line names a dataset example is a UserError; a run in which no reward could be computed at all
+(every judge call failed) raises RunFailed after writing the summary, so a script sees a non-zero exit.
+A budget stop ends it ``stopped: <why>`` with the summary of what is scored (:mod:`rubricforge.jobs.base`).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from rubricforge.export.convert import to_rubricforge_rows
 from rubricforge.jobs.items import ItemJob
 from rubricforge.rewards.inputs import Response, load_examples, load_responses
 from rubricforge.rewards.scorer import RewardScorer, Rollout, check_columns
-from rubricforge.rundir import StageLog, atomic_write_json
+from rubricforge.rundir import RunDir, StageLog, atomic_write_json
 
 if TYPE_CHECKING:
     from rubricforge.llm import LLMClient
@@ -40,6 +43,7 @@ class ScoreSummary:
     rejects: dict[str, Any] = field(default_factory=dict)
     judge: dict[str, dict[str, int]] = field(default_factory=dict)
     no_known_tags: int = 0  # responses with none of the known tags (DeepRubric's or DR Tulu's): no answer found
+    status: str = "complete"  # or "stopped: <why>" (a budget stop: the summary covers what is scored)
 
 
 def default_out(responses: str | Path) -> Path:
@@ -61,14 +65,16 @@ def score_responses(cfg: Config, dataset: str | Path, responses: str | Path, nam
                         f'give each line the "id" of an example in {dataset} and a "response"')
     check_columns([examples[r.example_id] for r in todo], names, dataset)
     log: StageLog[Any] = StageLog(out or default_out(responses))
-    job = _ScoreJob(cfg, examples, tuple(names), log)
+    run = RunDir(log.path.with_name(f"{log.path.stem}.run"), "score")
+    job = _ScoreJob(cfg, examples, tuple(names), log, run)
+    job.inputs = {"dataset": str(Path(dataset).resolve()), "responses": str(Path(responses).resolve())}
     stats = asyncio.run(job.arun(todo, progress))
     untagged = sum(1 for r in todo if (log.get(r.key) or {}).get("protocol", "") is None)
     summary = ScoreSummary(str(log.path), len(todo), stats.done_now, _stats(log, todo, names), rejects.summary(),
-                           job.judge_counts(), untagged)
+                           job.judge_counts(), untagged, stats.status)
     summary_path = log.path.with_name(f"{log.path.stem}.summary.json")
     atomic_write_json(summary_path, vars(summary))
-    if not any(s["scored"] for s in summary.rewards.values()):
+    if summary.status == "complete" and not any(s["scored"] for s in summary.rewards.values()):
         raise RunFailed(f"no reward could be computed for any of the {len(todo)} responses (every judge call "
                         f"failed?): see {summary_path}; re-run the same command to retry them")
     return summary
@@ -78,17 +84,24 @@ class _ScoreJob(ItemJob[Response]):
     """One response per item, keyed ``<id>#<line>``; a record is finished when every asked reward has a value."""
 
     stage = "scoring"
+    roles = ("judge",)
 
-    def __init__(self, cfg: Config, examples: dict[str, dict[str, Any]], names: tuple[str, ...], log: StageLog[Any]):
-        super().__init__(log, cfg.llm, cfg.reward.concurrency)
+    def __init__(self, cfg: Config, examples: dict[str, dict[str, Any]], names: tuple[str, ...], log: StageLog[Any],
+                 run: RunDir):
+        super().__init__(log, cfg.llm, cfg.reward.concurrency, run, cfg)
         self.cfg, self.examples, self.names = cfg, examples, names
         self.scorer: RewardScorer | None = None
+        self.inputs: dict[str, str] = {}
 
     def key(self, item: Response) -> str:
         return item.key
 
     def finished(self, record: dict[str, Any] | None) -> bool:
         return record is not None and all(record["rewards"].get(n, {}).get("value") is not None for n in self.names)
+
+    def manifest_fields(self, client: LLMClient) -> dict[str, Any]:
+        return {"rewards": list(self.names), **self.inputs, "models": {"judge": client.model_name("judge")},
+                "judge_mode": self.cfg.reward.judge_mode}
 
     def open(self, client: LLMClient) -> None:
         self.scorer = RewardScorer(self.cfg, client)

@@ -22,7 +22,8 @@ and Table 1's judge baselines, without a rubric (:data:`JUDGE_BASELINES`):
   Like the paper, no Cohen's d: the gaps are ±1 by construction.
 
 Everything lands in ``<run_dir>/rubric-eval/``: ``rubrics.jsonl`` (each source's rubric per query),
-``scores.jsonl`` (S of both reports per source and pair), ``summary.json`` and ``table.md``. Both JSONL
+``scores.jsonl`` (S of both reports per source and pair), ``summary.json``, ``table.md``, and the run's
+record (``manifest.json``: inputs, models, status, counts, LLM ledger per invocation; ``config.yaml``). Both JSONL
 files are append-only and read back, so the same command resumes; a pair with an unscored side is
 scored again (the LLM cache answers what the judge already said).
 """
@@ -48,7 +49,7 @@ from rubricforge.rewards.deeprubric.rubric_reward import criteria_from
 from rubricforge.rubric_gen.pref_rubrics import generate_rubrics
 from rubricforge.rubric_gen.race import generate_race_rubrics
 from rubricforge.rubric_gen.rubric_sets import GENERAL_RUBRIC, race_criteria, read_race_file
-from rubricforge.rundir import StageLog, atomic_write_json, atomic_write_text
+from rubricforge.rundir import RunDir, StageLog, atomic_write_json, atomic_write_text
 from rubricforge.schema import Criterion, PreferencePair
 
 if TYPE_CHECKING:
@@ -76,6 +77,7 @@ class EvalResult:
     pairs_file: str
     judge_model: str
     sources: list[SourceResult]
+    status: str = "complete"  # or "stopped: <why>" (a budget stop: the table has the pairs scored so far)
 
 
 def check_sources(sources: Sequence[str]) -> list[str]:
@@ -176,13 +178,15 @@ def evaluate(cfg: Config, pairs_file: str | Path, sources: Sequence[str], split:
              progress: bool = True) -> EvalResult:
     sources = check_sources(sources)
     pairs = load_pairs(pairs_file, split)
-    out = Path(cfg.run_dir) / "rubric-eval"
-    scores: StageLog[Any] = StageLog(out / "scores.jsonl")
-    job = _EvalJob(cfg, pairs, sources, StageLog(out / "rubrics.jsonl"), scores, race_file, dataset)
-    asyncio.run(job.arun([(s, p) for s in sources for p in pairs], progress))
+    run = RunDir(Path(cfg.run_dir) / "rubric-eval", "rubric-eval")
+    out = run.path
+    scores: StageLog[Any] = run.log("scores")
+    job = _EvalJob(cfg, pairs, sources, run.log("rubrics"), scores, race_file, dataset, run)
+    job.inputs = {"pairs": str(Path(pairs_file).resolve()), "split": split, "sources": sources}
+    stats = asyncio.run(job.arun([(s, p) for s in sources for p in pairs], progress))
     results = job.results()
     result = EvalResult(str(out), str(pairs_file), cfg.llm.judge.model,
-                        [_summarise(s, pairs, scores, results[s], n_boot) for s in sources])
+                        [_summarise(s, pairs, scores, results[s], n_boot) for s in sources], stats.status)
     atomic_write_json(out / "summary.json", asdict(result))
     atomic_write_text(out / "table.md", markdown_table(result))
     return result
@@ -194,10 +198,12 @@ class _EvalJob(ItemJob[tuple[str, PreferencePair]]):
     rubric is counted missing and not recorded."""
 
     stage = "scoring"
+    roles = ("judge",)
 
     def __init__(self, cfg: Config, pairs: list[PreferencePair], sources: list[str], rubric_log: StageLog,
-                 scores: StageLog, race_file: str | Path | None, dataset: str | Path | None):
-        super().__init__(scores, cfg.llm)  # no cap per item: the judge calls share ``slots``
+                 scores: StageLog, race_file: str | Path | None, dataset: str | Path | None, run: RunDir):
+        super().__init__(scores, cfg.llm, run=run, cfg=cfg)  # no cap per item: the judge calls share ``slots``
+        self.inputs: dict[str, Any] = {}
         self.cfg, self.sources, self.rubric_log, self.race_file, self.dataset = (cfg, sources, rubric_log,
                                                                                  race_file, dataset)
         self.slots = asyncio.Semaphore(cfg.reward.concurrency)
@@ -212,6 +218,9 @@ class _EvalJob(ItemJob[tuple[str, PreferencePair]]):
 
     def finished(self, record: dict[str, Any] | None) -> bool:
         return record is not None and record["chosen"] is not None and record["rejected"] is not None
+
+    def manifest_fields(self, client: LLMClient) -> dict[str, Any]:
+        return {**self.inputs, "models": {r: client.model_name(r) for r in ("judge", "generator")}}
 
     def open(self, client: LLMClient) -> None:
         self.client = client

@@ -3,7 +3,9 @@
 Each distinct question gets one C.1 call to the generator role (a trained generator served there, or a
 zero-shot model); its rubric is logged at once in ``<run_dir>/rubric-gen/rubrics.jsonl``, keyed by generator
 model and question (read back on a re-run, so a crash loses nothing; a new generator makes its own), and
-written into the row's ``rubrics`` column as ``{id, type, title, description, weight}`` criteria. The output
+written into the row's ``rubrics`` column as ``{id, type, title, description, weight}`` criteria. The folder
+``<run_dir>/rubric-gen/`` is the job's run directory (``manifest.json``: each invocation's dataset, output,
+generator model, status, counts and LLM ledger; ``config.yaml``). The output
 JSONL is what ``train grpo`` reads with ``train.reward=pref_rubric`` (S(r|y) of Eq. 2). A question whose
 rubric could not be read is left out of the output and counted, never given an empty or invented rubric.
 """
@@ -21,7 +23,7 @@ from rubricforge.errors import UserError
 from rubricforge.jobs.items import ItemJob
 from rubricforge.rewards.inputs import load_examples
 from rubricforge.rubric_gen.pref_rubrics import generate_rubrics
-from rubricforge.rundir import StageLog, atomic_write_text
+from rubricforge.rundir import RunDir, StageLog, atomic_write_text
 
 if TYPE_CHECKING:
     from rubricforge.llm import LLMClient
@@ -35,6 +37,7 @@ class GenerateSummary:
     failed: int
     generated_now: int
     model: str
+    status: str = "complete"  # or "stopped: <why>" (a budget stop: the rows whose rubrics are made are written)
 
 
 def generate_dataset_rubrics(cfg: Config, dataset: str | Path, out: str | Path, progress: bool = True
@@ -45,15 +48,18 @@ def generate_dataset_rubrics(cfg: Config, dataset: str | Path, out: str | Path, 
     if not rows or any(not row.get("question") for row in rows):
         raise UserError(f"dataset {dataset} has no rows, or a row without a 'question'",
                         "pass a dataset whose rows have id and question")
-    log: StageLog[Any] = StageLog(Path(cfg.run_dir) / "rubric-gen" / "rubrics.jsonl")
-    job = _GenerateJob(log, cfg)
+    run = RunDir(Path(cfg.run_dir) / "rubric-gen", "rubric-gen")
+    job = _GenerateJob(run.log("rubrics"), cfg, run, {"dataset": str(Path(dataset).resolve()),
+                                                      "out": str(Path(out).resolve())})
+    log = job.log
     questions = list(dict.fromkeys(str(r["question"]) for r in rows))
     stats = asyncio.run(job.arun(questions, progress))
     made = {q: (log.get(job.key(q)) or {}).get("rubrics") for q in questions}
     kept = [{**row, "rubrics": made[str(row["question"])], "rubric_source": "generated"}
             for row in rows if made.get(str(row["question"])) is not None]
     atomic_write_text(out, "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in kept))
-    return GenerateSummary(str(out), len(rows), len(kept), len(rows) - len(kept), stats.done_now, job.model)
+    return GenerateSummary(str(out), len(rows), len(kept), len(rows) - len(kept), stats.done_now, job.model,
+                           stats.status)
 
 
 class _GenerateJob(ItemJob[str]):
@@ -61,10 +67,11 @@ class _GenerateJob(ItemJob[str]):
     are never reused for this one (they stay in the log, for a re-run with that model)."""
 
     stage = "rubrics"
+    roles = ("generator",)
 
-    def __init__(self, log: StageLog[Any], cfg: Config):
-        super().__init__(log, cfg.llm, cfg.llm.generator.concurrency)
-        self.model = cfg.llm.generator.model
+    def __init__(self, log: StageLog[Any], cfg: Config, run: RunDir, paths: dict[str, str]):
+        super().__init__(log, cfg.llm, cfg.llm.generator.concurrency, run, cfg)
+        self.model, self.paths = cfg.llm.generator.model, paths
         self.client: LLMClient | None = None
 
     def key(self, item: str) -> str:
@@ -72,6 +79,9 @@ class _GenerateJob(ItemJob[str]):
 
     def finished(self, record: dict[str, Any] | None) -> bool:
         return record is not None and record.get("rubrics") is not None
+
+    def manifest_fields(self, client: LLMClient) -> dict[str, Any]:
+        return {**self.paths, "models": {"generator": client.model_name("generator")}}
 
     def open(self, client: LLMClient) -> None:
         self.client = client

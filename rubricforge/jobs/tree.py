@@ -49,7 +49,7 @@ async def _run_build(cfg: Config, progress: bool) -> BuildSummary:
         try:
             with run_dir.watch(progress_label(cfg), "trees", tree_ids(len(plan.seeds)), plan.invocation,
                                also=("candidates", "verdicts"), enabled=progress), \
-                    ending(run_dir, plan.invocation, budget_stops=True) as outcome:
+                    ending(run_dir, plan.invocation) as outcome:
                 failures = await run_trees(worker, plan.seeds, cfg)
         finally:
             await worker.aclose()

@@ -59,10 +59,11 @@ def preflight(llm: LLMConfig, roles: list[str]) -> None:
     with an ``api_base``: a server that cannot be reached, refuses the key or does not list the model
     in ``GET <api_base>/models`` (servers without that endpoint are not asked further). The embedded
     local model is not loaded here."""
-    asyncio.run(_preflight(llm, roles))
+    asyncio.run(apreflight(llm, roles))
 
 
-async def _preflight(llm: LLMConfig, roles: list[str]) -> None:
+async def apreflight(llm: LLMConfig, roles: list[str]) -> None:
+    """:func:`preflight` inside a running event loop (the item jobs run it first)."""
     client = LLMClient(llm.model_copy(update={"record_path": None}))  # opens the cache: an unusable path raises
     try:
         for role in roles:

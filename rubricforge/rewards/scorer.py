@@ -146,6 +146,8 @@ class RewardScorer:
         fut = self._memo.get(key)
         if fut is None or fut.get_loop() is not loop or (fut.done() and fut.exception() is not None):
             fut = self._memo[key] = loop.create_task(compute())
+            # shielded: a cancelled caller leaves it running; its error is read here, not reported as unretrieved
+            fut.add_done_callback(lambda f: f.cancelled() or f.exception())
             while len(self._memo) > MEMO_SIZE:
                 self._memo.popitem(last=False)
         return await asyncio.shield(fut)

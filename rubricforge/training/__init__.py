@@ -6,8 +6,9 @@
 * :mod:`~rubricforge.training.presets` — the paper's and a small GPU's hyperparameters, loss types;
 * :mod:`~rubricforge.training.model` — the policy's tokenizer checks, GGUF conversion;
 * :mod:`~rubricforge.training.trl_seams` — every override of a private GRPOTrainer method, in one place;
-* :mod:`~rubricforge.training.rollouts`, :mod:`~rubricforge.training.sft` — sampling trajectories, the
-  cold-start SFT stage (the preference pairs for DPO are a job: :mod:`~rubricforge.jobs.dpo_pairs`).
+* :mod:`~rubricforge.training.rollouts`, :mod:`~rubricforge.training.sft` — the policy model that samples
+  trajectories (the sampling itself is a job, :mod:`~rubricforge.jobs.rollouts`, as are the DPO preference
+  pairs, :mod:`~rubricforge.jobs.dpo_pairs`), the cold-start SFT stage.
 
 The agent itself (prompt, tasks, tool environments, episodes) is :mod:`rubricforge.agent`. Only the CLI imports
 from here; torch, transformers, trl and datasets are imported inside functions.

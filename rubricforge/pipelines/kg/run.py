@@ -22,7 +22,9 @@ Stage logs are appended item by item, so a killed run loses only the items in fl
 command reads them back and does the rest. An item (passage, subgraph) with an LLM call that failed
 transiently after its retries (timeout, 429, 5xx, a dropped connection, empty ``choices``) is not logged:
 the run ends with :class:`~rubricforge.errors.ItemsFailed`, and the same command redoes just those. The
-graph needs every extraction, so a failed extraction ends the run before the graph is built. The graph and
+graph needs every extraction, so a failed extraction ends the run before the graph is built. A budget
+stop (:mod:`rubricforge.jobs.base`) ends the stages; :meth:`KGRun.finish` then writes the examples of the
+subgraphs that are finished, so the job exports them. The graph and
 the sample are rebuilt from the logs (no LLM call) and must match the logged sample's settings; a run
 directory made with other settings is refused.
 """
@@ -30,12 +32,13 @@ directory made with other settings is refused.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 import time
 import uuid
 from collections import Counter
-from collections.abc import Awaitable
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -119,7 +122,8 @@ def extraction_slice(passages: list[Passage], link_degree: Counter[str], n: int,
 
 
 class KGRun:
-    """One invocation of the KG stages in ``cfg.run_dir``: ``await KGRun(cfg, progress).run()``."""
+    """One invocation of the KG stages in ``cfg.run_dir``: inside ``async with run.session()``, ``await
+    run.stages()``; then ``run.finish(status)`` writes the examples, the summary and the manifest."""
 
     def __init__(self, cfg: Config, progress: bool):
         self.cfg, self.k, self.show_progress = cfg, cfg.kg, progress
@@ -128,39 +132,56 @@ class KGRun:
         self.ledger_path = self.run_dir.ledger_path(self.invocation, uuid.uuid4().hex[:8])
         self.computed: Counter[str] = Counter()
         self.failures: list[str] = []  # the items whose LLM calls failed transiently (not logged)
+        # what the stages reached (a run stopped early has a part of it)
+        self.n_passages = 0
+        self.chosen: list[str] = []
+        self.graph_stats: dict[str, Any] = {}
+        self.sampling: dict[str, Any] = {"attempts": 0, "rejected": {}, "paths": []}
+        self.graph: nx.MultiDiGraph | None = None
+        self.paths: list[KGPath] = []
 
-    async def run(self) -> KGSummary:
+    @contextlib.asynccontextmanager
+    async def session(self) -> AsyncIterator[None]:
+        """The run directory checked, then the index, LLM client and tools the stages use, closed however they
+        end (the invocation's ledger saved)."""
         from rubricforge.corpora.indexing import open_index
         from rubricforge.corpora.tools import ToolBox
         from rubricforge.llm import LLMClient
 
         self.run_dir.path.mkdir(parents=True, exist_ok=True)
         self.run_dir.check_pipeline()
-        index = open_index(self.cfg, self.show_progress)
+        self.index = open_index(self.cfg, self.show_progress)
         self.client = LLMClient(self.cfg.llm)
         try:
             self.models = {r: self.client.model_name(r) for r in ("generator", "judge")}
-            self.corpus_hash = index.corpus_hash
+            self.corpus_hash = self.index.corpus_hash
             self.settings = kg_settings(self.cfg, self.corpus_hash, self.models["generator"])
             self.logs: dict[str, StageLog[Any]] = {name: self.run_dir.log(name, model=m) for name, m in LOGS.items()}
             self.run_dir.check_settings("kg_settings", self.settings, any(len(log) for log in self.logs.values()),
                                         "KG work")
             self.run_dir.write_config(self.cfg)
-            with ToolBox.from_config(self.cfg, index=index) as tools:
+            with ToolBox.from_config(self.cfg, index=self.index) as tools:
                 self.tools = tools
                 self._write_manifest("running")
-                g = await self._graph(index)
-                paths = await self._sample(g)
-                await self._paths(paths, g)
-                if self.failures:
-                    raise ItemsFailed(self.failures)
-                examples = self._examples(paths, g)
+                yield
         finally:
             self._save_ledger()
             await self.client.aclose()
-            index.close()
-        summary = self._summary("complete", examples)
-        self._write_manifest("complete", summary)
+            self.index.close()
+
+    async def stages(self) -> None:
+        """Extraction and graph, the sample, then each subgraph's question, filters and long form."""
+        self.graph = await self._graph(self.index)
+        self.paths = await self._sample(self.graph)
+        await self._paths(self.paths, self.graph)
+        if self.failures:
+            raise ItemsFailed(self.failures)
+
+    def finish(self, status: str) -> KGSummary:
+        """The retained examples of what is finished, the summary and the manifest, for a run that ended ``status``."""
+        examples = self._examples(self.paths, self.graph) if self.graph is not None else []
+        summary = self._summary(status, examples)
+        self._write_manifest(status, summary)
         return summary
 
     def _save_ledger(self) -> None:
@@ -183,6 +204,7 @@ class KGRun:
         degree: Counter[str] = Counter(n for e in edges for n in (e.head, e.tail))
         log = self.logs["kg_extractions"]
         chosen = extraction_slice(passages, degree, self.k.extract_passages, self.k.seed)
+        self.n_passages, self.chosen = len(passages), [p.id for p in chosen]
         with self._watch("kg extract", "kg_extractions", [p.id for p in chosen]):
             for p in chosen:
                 if p.id not in log:
@@ -195,7 +217,6 @@ class KGRun:
             raise ItemsFailed(self.failures)
         for p in chosen:
             edges += triple_edges(p, [t.model_dump() for t in log.finished(p.id).triples], resolver)
-        self.n_passages, self.chosen = len(passages), [p.id for p in chosen]
         g = build_graph(resolver.nodes, edges)
         g.remove_nodes_from([n for n in list(g) if g.degree(n) == 0 and g.nodes[n]["kind"] == "extracted"])
         self.graph_stats = save_graph(g, self.run_dir / str(GRAPH_FILE))
@@ -295,7 +316,7 @@ class KGRun:
     def _summary(self, status: str, examples: list[KGExample]) -> KGSummary:
         from rubricforge.pipelines.kg.filters import drop_category
 
-        ext = [self.logs["kg_extractions"].finished(pid) for pid in self.chosen]
+        ext = [r for pid in self.chosen if (r := self.logs["kg_extractions"].item(pid)) is not None]
         paths = [KGPath.model_validate(p) for p in self.sampling["paths"]]
         drops: Counter[str] = Counter()
         for p in paths:
