@@ -3,7 +3,7 @@
     python tools/cli_reference.py           # rewrite docs/cli.md
     python tools/cli_reference.py --check   # exit 1 when docs/cli.md is not what the app generates
 
-``tests/test_docs.py`` runs the check, so a changed command or option fails the tests until the page is
+``tests/core/test_docs.py`` runs the check, so a changed command or option fails the tests until the page is
 regenerated.
 """
 

@@ -3,7 +3,7 @@
     python tools/formulas.py           # rewrite docs/formulas.md
     python tools/formulas.py --check   # exit 1 when docs/formulas.md is not what the registry generates
 
-``tests/test_docs.py`` runs the check, so a formula or reward added to the registry fails the tests until the
+``tests/core/test_docs.py`` runs the check, so a formula or reward added to the registry fails the tests until the
 page is regenerated.
 """
 

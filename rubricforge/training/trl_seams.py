@@ -8,7 +8,7 @@ dynamic sampling, Search-RL's scheduler, difficulty sampling) works around gener
 override or call of a private method, every private attribute read, and what they assume of TRL's batch layout
 (:func:`drop_flat_groups`, :func:`jsonable_generation`), sampler (:func:`difficulty_sampler`) and step
 arithmetic (:func:`generation_step`) live here. :data:`PRIVATE_METHODS` lists the parameters each use expects;
-``tests/test_trl_seams.py`` checks them against the installed TRL (and that no other module touches a private
+``tests/training/test_trl_seams.py`` checks them against the installed TRL (and that no other module touches a private
 trainer member), so an upgrade that moves a seam fails one clear test. Plain ``train grpo`` (no ``evolve``
 feature on) uses TRL's GRPOTrainer itself.
 """

@@ -1,4 +1,4 @@
-"""The replayed headline build: ``build_two_trees.jsonl`` (recorded by ``tests/test_build.py --record``), the
+"""The replayed headline build: ``build_two_trees.jsonl`` (recorded by ``tests/jobs/test_build.py --record``), the
 settings it was recorded with, configs and CLI arguments that replay it, and readers of its run directory."""
 
 from __future__ import annotations

@@ -77,7 +77,7 @@ def test_llm_check_passes_for_every_role(api_base, tmp_path, caplog):
 
 
 def test_a_build_through_the_server_ends_like_the_embedded_build(api_base, small_index_cfg, tmp_path):
-    """As tests/test_build.py's real-model build, smaller: one tree (at most 2 nodes), one candidate, complete (a
+    """As tests/jobs/test_build.py's real-model build, smaller: one tree (at most 2 nodes), one candidate, complete (a
     tree cut by an invalid answer is not rebuilt here: one build, as there)."""
     from rubricforge.jobs.tree import run_build
 

@@ -3,7 +3,7 @@
 The scheduling tests use :class:`ScriptedModel`, a deterministic stand-in for the generator that
 answers each stage from its prompt, so the exact shape of a tree can be asserted (which parent gets
 which child under the node budget, which proposals are dropped and why). Trees grown from the real
-embedded model's recorded answers are tested with the whole build (``tests/test_build.py``).
+embedded model's recorded answers are tested with the whole build (``tests/jobs/test_build.py``).
 """
 
 from __future__ import annotations

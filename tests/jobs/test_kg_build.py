@@ -5,7 +5,7 @@ The model answers come from ``tests/data/recordings/kg_linked.jsonl``, recorded 
 embedded model (Qwen2.5-Coder-0.5B) over this file's linked corpus; the replay backend answers only
 from it. Re-record after a prompt or pipeline change (a few minutes on 2 cores)::
 
-    PYTHONPATH=tests .venv/bin/python tests/test_kg_build.py --record
+    PYTHONPATH=tests .venv/bin/python tests/jobs/test_kg_build.py --record
 
 The corpus: 120 articles of the default corpus reached breadth-first over title links from "Mount
 Everest" (hubs of more than 40 links left out), so the link graph is dense enough to sample from.

@@ -5,7 +5,7 @@ marked ``"note": "hand-written"`` (tree 1's merge and the verifier's KEEP on it,
 that a candidate passes the rule checks and the build exports a row; the replay backend answers only
 from it. Re-record after a prompt or pipeline change (about 15 minutes on 2 cores)::
 
-    PYTHONPATH=tests .venv/bin/python tests/test_build.py --record
+    PYTHONPATH=tests .venv/bin/python tests/jobs/test_build.py --record
 """
 
 from __future__ import annotations
@@ -329,9 +329,9 @@ def record() -> None:
     entries = [json.loads(line) for line in RECORDING.read_text().splitlines()]
     for e in entries:
         if e["key"] == request.key():
-            e["note"] = "hand-written (tests/test_build.py handwritten_merge)"
+            e["note"] = "hand-written (tests/jobs/test_build.py handwritten_merge)"
         if e["key"] == verify_key:
-            e["text"], e["note"] = json.dumps(HANDWRITTEN_KEEP), "hand-written (tests/test_build.py HANDWRITTEN_KEEP)"
+            e["text"], e["note"] = json.dumps(HANDWRITTEN_KEEP), "hand-written (tests/jobs/test_build.py HANDWRITTEN_KEEP)"
     RECORDING.write_text("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in entries))
     print(f"recorded {RECORDING} ({RECORDING.stat().st_size / 1e6:.2f} MB)")
 
