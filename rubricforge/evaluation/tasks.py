@@ -30,8 +30,8 @@ from rubricforge.export.convert import to_rubricforge_rows
 from rubricforge.rewards.inputs import load_examples
 from rubricforge.rewards.trajectory import parse_trajectory
 
-SCORERS = ("race", "rubric", "exact", "citation", "format")
-NEEDS = {"race": "race_rubrics", "rubric": "rubrics", "exact": "answer"}  # the column a scorer reads, if one
+SCORERS = ("race", "rubric", "exact", "equivalence", "citation", "format")
+NEEDS = {"race": "race_rubrics", "rubric": "rubrics", "exact": "answer", "equivalence": "answer"}  # the column a scorer reads, if one
 REPORT_FIELDS = ("article", "response")  # DRB's, then rubricforge's
 
 

@@ -41,7 +41,6 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-
 from rubricforge.agent.mams import MamsConfig
 from rubricforge.config import Config
 from rubricforge.errors import UserError, require_file
