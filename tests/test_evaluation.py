@@ -573,3 +573,15 @@ def _tasks_file(tmp_path: Path) -> Path:
     path = tmp_path / "kg.jsonl"
     path.write_text("".join(json.dumps(t) + "\n" for t in KG_TASKS))
     return path
+
+
+def test_a_train_checkpoint_answers_through_the_rollouts_sampler(tiny_model, tmp_path):
+    tasks, run = _tasks_file(tmp_path), tmp_path / "run"
+    agent = load_agent_config(f"model={tiny_model},tools=false,max_tokens=8")
+    assert agent.checkpoint and agent.episode() == "none"
+    assert load_agent_config(f"model={tiny_model}").episode() == "react"  # with the tools: the App. D episode
+    s = evaluate(load_config(), tasks, None, run, asked=["format"], progress=False, agent=agent, limit=2)
+    made = [json.loads(line) for line in (run / "reports.jsonl").read_text().splitlines()]
+    assert [(r["id"], r["agent_calls"], r["tool_calls"]) for r in made] == [("eiffel", 1, 0), ("wall", 1, 0)]
+    assert all(isinstance(r["response"], str) for r in made) and s.metrics["format"]["n"] == 2
+    assert s.agent["episode"] == "none" and s.agent["tokens_per_task"]["prompt_tokens"] == 0  # no client call

@@ -59,7 +59,7 @@ def test_embedded_agent_answers_two_tasks_and_the_rerun_makes_nothing(tmp_path):
     args = ["eval", "--tasks", str(tasks), "--agent", "tools=false,max_tokens=24", "--scorers", "exact,equivalence",
             "--run-dir", str(run), "-q", "--set", "llm.judge.max_tokens=64",
             "--set", f"llm.cache_path={tmp_path / 'cache.sqlite'}"]
-    first = cli(*args)
+    first = cli(*args, timeout=1200)  # two 1.5B loads (agent, judge); minutes on 2 busy cores
     assert first.returncode == 0, first.stderr[-2000:]
     assert "budget for 2 tasks: agent qwen2.5-coder-1.5b-instruct-q4 ~2 calls" in first.stderr
     summary = json.loads((run / "summary.json").read_text())

@@ -52,7 +52,6 @@ FIX = "give a YAML file or key=value pairs, e.g. --agent model=openai/gpt-4o-min
 class AgentConfig(RoleConfig):
     """An LLM role (the model and how to reach it) plus the agent's tools, workflow and budgets."""
 
-    max_tokens: int = Field(1024, ge=1)  # per agent call
     tools: bool = True
     workflow: Literal["auto", "mams", "stepwise", "react"] = "auto"
     max_turns: int = Field(10, ge=1)  # MaMs T; ReAct tool turns
@@ -97,7 +96,7 @@ def load_agent_config(spec: str) -> AgentConfig:
     where = f"agent config {spec}"
     if spec.strip() in ("", "default"):
         raw: Any = {}
-    elif spec.endswith((".yaml", ".yml", ".json")) or Path(spec).is_file():
+    elif "=" not in spec:  # a file
         path = Path(spec)
         if not path.is_file():
             raise UserError(f"agent config file {spec} not found", FIX)
