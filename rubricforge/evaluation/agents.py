@@ -233,7 +233,6 @@ class _Policy:
 
 # ---------------------------------------------------------------- the budget printed before a run
 
-CHARS_PER_TOKEN = 4
 CITES_PER_REPORT = 10  # citation checks are one per cited statement: unknown before the report; this many assumed
 
 
@@ -289,12 +288,11 @@ def estimate(agent: AgentConfig, cfg: Config, tasks: Sequence[Mapping[str, Any]]
     agent call reads the question and a turn of tool results (``tools.top_k`` snippets) and writes ``max_tokens``
     tokens; every judge call reads its prompt, the question, the rubric and a report of the agent's
     ``max_tokens`` tokens (a reference too for RACE), and writes the judge's ``max_tokens``."""
+    from rubricforge.llm.pricing import CHARS_PER_TOKEN, price, template_tokens
     from rubricforge.rewards.judging import PROMPTS
-    from rubricforge.training.cost import price
 
     def template(name: str) -> float:
-        files = [PROMPTS.folder / f"{name}.{part}.md" for part in ("system", "user")]
-        return sum(len(f.read_text(encoding="utf-8")) for f in files if f.is_file()) / CHARS_PER_TOKEN
+        return template_tokens(PROMPTS, name)
 
     n = len(tasks)
     question = statistics.fmean(len(str(t.get("question") or t.get("prompt") or "")) for t in tasks) / CHARS_PER_TOKEN
