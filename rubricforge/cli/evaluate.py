@@ -11,8 +11,8 @@ from rubricforge.cli.common import ConfigOpt, QuietOpt, SetOpt, console, end, fm
 from rubricforge.errors import UserError
 
 app = typer.Typer(no_args_is_help=True, invoke_without_command=True,
-                  help="Score agents' reports on a task set (RACE, rubric judge, exact answer) with bootstrap "
-                       "CIs and an HTML report; compare two runs.")
+                  help="Run an agent on a task set or read its reports, score them (RACE, rubric judge, exact "
+                       "answer, citations, format) with bootstrap CIs and an HTML report; compare two runs.")
 ResamplesOpt = Annotated[int, typer.Option(min=100, help="Bootstrap resamples.")]
 SeedOpt = Annotated[int, typer.Option(help="Bootstrap seed.")]
 
@@ -25,38 +25,59 @@ def eval_run(
                                                   "convert` reads.")] = None,
     reports: Annotated[Optional[Path], typer.Option("--reports", "-r", help='JSONL of DRB\'s {"id", "prompt", '
                                                     '"article"} or {"id", "response"}.')] = None,
+    agent: Annotated[Optional[str], typer.Option("--agent", "-a", help="Run this agent over the tasks instead of "
+                                                 "--reports: a YAML file or key=value pairs (model=<embedded model | "
+                                                 "litellm model | checkpoint folder>, backend, api_base, tools, "
+                                                 "workflow, max_tokens, ...), or 'default' (the embedded model "
+                                                 "with the tools).")] = None,
+    split: Annotated[Optional[str], typer.Option(help="Only the task rows of this split (their 'split' "
+                                                 "column).")] = None,
+    limit: Annotated[Optional[int], typer.Option(min=1, help="Only the first N tasks.")] = None,
     references: Annotated[Optional[Path], typer.Option(help="Reference reports in the same layout: RACE becomes "
                                                        "reference-relative (else the row's reference_report, else "
                                                        "pointwise 0–10).")] = None,
-    scorers: Annotated[Optional[str], typer.Option(help="Comma-separated: race, rubric, exact, citation (FACT "
-                                                   "against the corpus index), format (default: exact for rows "
-                                                   "with an answer, else race, else rubric).")] = None,
+    scorers: Annotated[Optional[str], typer.Option(help="Comma-separated: race, rubric, exact, equivalence (the "
+                                                   "LLM judge of the final answer), citation (FACT against the "
+                                                   "corpus index), format (default: exact for rows with an answer, "
+                                                   "else race, else rubric).")] = None,
     run_dir: Annotated[Optional[Path], typer.Option("--run-dir", help="Run directory (default: runs/eval/<reports "
-                                                    "file name>).")] = None,
+                                                    "file name, or the agent's model>).")] = None,
     config: ConfigOpt = None,
     set_: SetOpt = None,
     resamples: ResamplesOpt = 2000,
     seed: SeedOpt = 0,
     quiet: QuietOpt = False,
 ) -> None:
-    """Score --reports on --tasks into a run directory: per-task JSONL, summary.json with bootstrap 95% CIs per
-    scorer and dimension, report.html (resumable: run it again)."""
+    """Score --reports, or run --agent and score its reports, on --tasks into a run directory: per-task JSONL,
+    summary.json with bootstrap 95% CIs per scorer and dimension, report.html (resumable: run it again)."""
     if ctx.invoked_subcommand is not None:
         return
-    if tasks is None or reports is None:
-        raise UserError("rubricforge eval needs --tasks and --reports", "e.g. rubricforge eval --tasks "
-                        "criteria.jsonl --reports system.jsonl (running an agent over tasks is not supported yet)")
+    if tasks is None or (reports is None) == (agent is None):
+        raise UserError("rubricforge eval needs --tasks and one of --reports or --agent", "e.g. rubricforge eval "
+                        "--tasks criteria.jsonl --reports system.jsonl, or --tasks dataset/ --agent default")
     from rubricforge.jobs.evaluate import evaluate
+    from rubricforge.training.rollouts import Sampler
 
+    say = console()
+    agent_cfg = None
+    if agent is not None:
+        from rubricforge.evaluation.agents import load_agent_config
+
+        agent_cfg = load_agent_config(agent)
     asked = [s.strip() for s in (scorers or "").split(",") if s.strip()]
-    s = evaluate(cli_config(config, set_), tasks, reports, run_dir or Path("runs/eval") / reports.stem, references,
-                 asked, resamples, seed, progress=not quiet)
+    folder = run_dir or Path("runs/eval") / (reports.stem if reports else Path(agent_cfg.model).name)  # type: ignore[union-attr]
+    s = evaluate(cli_config(config, set_), tasks, reports, folder, references, asked, resamples, seed,
+                 progress=not quiet, agent=agent_cfg, split=split, limit=limit, sampler=Sampler,
+                 announce=lambda line: say.print(line, markup=False, highlight=False, soft_wrap=True))
     rows = table("metric", "n", "unscored", "mean", "95% CI")
     for name, m in s.metrics.items():
         rows.add_row(name, str(m["n"]), str(m["unscored"]), fmt(m["mean"]),
                      f"[{fmt(m['ci_low'])}, {fmt(m['ci_high'])}]")
-    say = console()
     say.print(rows)
+    if s.agent:
+        say.print(f"agent {s.agent['model']} ({s.agent['episode']}): {s.agent['made_now']} reports made now, "
+                  f"{s.agent['calls_per_task']:.1f} calls and {s.agent['tool_calls_per_task']:.1f} tool calls "
+                  f"per task", markup=False, highlight=False, soft_wrap=True)
     say.print(f"{s.status}: {s.reports} of {s.tasks} tasks have a report ({s.scored_now} scored now); "
               f"judge {s.judge_model}", markup=False, highlight=False, soft_wrap=True)
     if s.rejects.get("total"):

@@ -28,7 +28,7 @@ import asyncio
 import json
 import logging
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -122,14 +122,15 @@ async def gold_scores(llm: LLMConfig, tasks: Sequence[dict[str, Any]], reports: 
         await client.aclose()
 
 
-def gold_callback(cfg: Config, tasks: list[dict[str, Any]], tokenizer: Any) -> Any:
-    """The TRL / transformers callback that runs the gold evaluations (see the module docstring)."""
+def gold_callback(cfg: Config, tasks: list[dict[str, Any]], reply: Callable[[Any, list[dict[str, Any]], int], str]) -> Any:
+    """The TRL / transformers callback that runs the gold evaluations (see the module docstring); ``reply(model,
+    messages, max_new_tokens)`` is the policy's greedy answer (the trainer's generation, so evaluation imports no
+    training code)."""
     with needs("train"):
         from transformers import TrainerCallback
 
     from rubricforge.agent.prompt import no_tool_prompt
     from rubricforge.evaluation.tasks import report_text, scorers_for
-    from rubricforge.training.model import greedy_reply
 
     llm, every = gold_llm(cfg), cfg.train.gold_every
     for task in tasks:
@@ -142,7 +143,7 @@ def gold_callback(cfg: Config, tasks: list[dict[str, Any]], tokenizer: Any) -> A
             if not logs or "reward" not in logs or step % every or "gold/score" in state.log_history[-1]:
                 return
             tokens = getattr(args, "max_completion_length", None) or cfg.train.max_new_tokens
-            reports = [report_text(greedy_reply(model, tokenizer, no_tool_prompt(str(t.get("question") or "")), tokens))
+            reports = [report_text(reply(model, no_tool_prompt(str(t.get("question") or "")), tokens))
                        for t in tasks]
             scores = asyncio.run(gold_scores(llm, tasks, reports, cfg.reward.judge_mode))
             scored = [s for s in scores if s is not None]

@@ -9,6 +9,8 @@
   weighted, in [0, 1]; the judge mode is ``reward.judge_mode``.
 * ``exact``: normalised exact match and token F1 against the answer and its aliases (``exact.em``,
   ``exact.f1``; :mod:`rubricforge.evaluation.exact`).
+* ``equivalence``: the LLM judge of whether the response's final answer is equivalent to the answer
+  (BrowseComp's grading, MindDR's ORM judgment; ``equivalence`` in {0, 1}; :func:`~rubricforge.evaluation.exact.equivalence`).
 * ``citation``: DeepResearch Bench's FACT against the local corpus (``citation.precision``,
   ``citation.supported``; :mod:`rubricforge.evaluation.citations`).
 * ``format``: format compliance of the report body (MindDR Eq. 11's checks; ``format``, ``format.markdown``,
@@ -24,7 +26,7 @@ from typing import Any
 
 from rubricforge.errors import UserError
 from rubricforge.evaluation.citations import Resolve, fact, format_compliance
-from rubricforge.evaluation.exact import exact_scores
+from rubricforge.evaluation.exact import equivalence, exact_scores
 from rubricforge.rewards.judging import Judge
 from rubricforge.rewards.minddr.race import (RaceScore, parse_race_rubrics, race_pointwise, race_score,
                                      scored_dimensions)
@@ -44,13 +46,16 @@ async def score(name: str, judge: Judge, task: Mapping[str, Any], report: str, r
     if name == "exact":
         exact = exact_scores(report, [str(task["answer"]), *map(str, task.get("answer_aliases") or [])])
         return {"metrics": {"exact.em": exact["em"], "exact.f1": exact["f1"]}}
+    if name == "equivalence":
+        return await equivalence(judge, str(task.get("question") or ""), report, str(task["answer"]),
+                                 map(str, task.get("answer_aliases") or []))
     if name == "race":
         return await _race(judge, task, report, reference)
     if name == "rubric":
         criteria = criteria_from(task["rubrics"], where=f"task {task.get('id')!r} rubrics")
         got = await rubric_reward(judge, str(task.get("question", "")), report, criteria, judge_mode)
         return {"metrics": {"rubric": got.value}, "per_criterion": got.per_criterion, "unscored": got.unscored}
-    raise UserError(f"unknown scorer '{name}'", "use race, rubric, exact, citation or format")
+    raise UserError(f"unknown scorer '{name}'", "use race, rubric, exact, equivalence, citation or format")
 
 
 async def _race(judge: Judge, task: Mapping[str, Any], report: str, reference: str | None) -> dict[str, Any]:

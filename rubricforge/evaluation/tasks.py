@@ -30,17 +30,25 @@ from rubricforge.export.convert import to_rubricforge_rows
 from rubricforge.rewards.inputs import load_examples
 from rubricforge.rewards.trajectory import parse_trajectory
 
-SCORERS = ("race", "rubric", "exact", "citation", "format")
-NEEDS = {"race": "race_rubrics", "rubric": "rubrics", "exact": "answer"}  # the column a scorer reads, if one
+SCORERS = ("race", "rubric", "exact", "equivalence", "citation", "format")
+# the column a scorer reads, if one
+NEEDS = {"race": "race_rubrics", "rubric": "rubrics", "exact": "answer", "equivalence": "answer"}
 REPORT_FIELDS = ("article", "response")  # DRB's, then rubricforge's
 
 
-def load_tasks(path: str | Path) -> dict[str, dict[str, Any]]:
-    """The task rows by id (see the module docstring)."""
+def load_tasks(path: str | Path, split: str | None = None, limit: int | None = None) -> dict[str, dict[str, Any]]:
+    """The task rows by id (see the module docstring); ``split``: only rows whose ``split`` column is it;
+    ``limit``: the first ``limit`` of them."""
     tasks = load_examples(path, adapt=to_rubricforge_rows)
     if not tasks:
         raise UserError(f"task set {path} is empty", "pass a dataset with at least one row")
-    return tasks
+    if split is not None:
+        splits = sorted({str(t["split"]) for t in tasks.values() if t.get("split") is not None})
+        tasks = {tid: t for tid, t in tasks.items() if t.get("split") == split}
+        if not tasks:
+            raise UserError(f"task set {path} has no row of split '{split}'",
+                            f"choose one of its splits ({', '.join(splits) or 'it has no split column'})")
+    return dict(list(tasks.items())[:limit])
 
 
 def scorers_for(task: Mapping[str, Any], asked: Sequence[str] | None) -> tuple[str, ...]:

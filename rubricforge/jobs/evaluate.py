@@ -9,12 +9,18 @@ mean, std, min, max and the bootstrap 95 % CI; judge calls per task and tokens p
 again scores only tasks that are missing, whose report (or reference) changed, or that have an unscored
 metric (a judge that was down is asked again; the LLM cache answers what it already said). A run made with
 other settings (task set, reports, references, scorers, judge) is refused.
+
+With an agent (``rubricforge eval --agent``; :mod:`rubricforge.evaluation.agents`) the reports are made first:
+the agent answers each task that has no report yet in ``reports.jsonl`` (``{"key", "id", "response",
+"tool_calls", "agent_calls"}``, appended as each is done; a task whose agent call failed gets none and is
+tried again by the next run), then the reports are scored as above. The expected calls, tokens and dollars
+are announced before the first call, and a priced estimate over ``llm.max_cost_usd`` stops the run first.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,15 +30,17 @@ from rubricforge.corpora.rejects import Rejects
 from rubricforge.errors import UserError
 from rubricforge.evaluation import report as html
 from rubricforge.evaluation import scorers, stats
-from rubricforge.evaluation.tasks import digest, load_reports, load_tasks, scorers_for
+from rubricforge.evaluation.tasks import digest, load_reports, load_tasks, report_text, scorers_for
 from rubricforge.jobs.items import ItemJob, ItemStats
 from rubricforge.rundir import RunDir, StageLog, atomic_write_json, atomic_write_text
 
 if TYPE_CHECKING:
+    from rubricforge.evaluation.agents import AgentConfig, Runner
     from rubricforge.llm import LLMClient
 
 PIPELINE = "eval"
 LOG = "tasks"
+REPORTS = "reports"  # the agent's reports, when it runs
 
 
 @dataclass
@@ -46,20 +54,26 @@ class EvalSummary:
     judge_model: str
     metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
     judge: dict[str, Any] = field(default_factory=dict)
+    agent: dict[str, Any] = field(default_factory=dict)  # with --agent: model, reports made now, calls per task
     rejects: dict[str, Any] = field(default_factory=dict)
     report: str = ""
 
 
-def evaluate(cfg: Config, tasks_path: str | Path, reports_path: str | Path, run_dir: str | Path,
+def evaluate(cfg: Config, tasks_path: str | Path, reports_path: str | Path | None, run_dir: str | Path,
              references: str | Path | None = None, asked: Sequence[str] = (), resamples: int = stats.RESAMPLES,
-             seed: int = 0, progress: bool = True) -> EvalSummary:
-    """Score ``reports_path`` on ``tasks_path`` into ``run_dir`` (see the module docstring)."""
-    tasks = load_tasks(tasks_path)
+             seed: int = 0, progress: bool = True, agent: AgentConfig | None = None, split: str | None = None,
+             limit: int | None = None, announce: Callable[[str], None] | None = None,
+             sampler: Callable[[str, Config], Any] | None = None) -> EvalSummary:
+    """Score ``reports_path`` — or what ``agent`` writes — on ``tasks_path`` (its ``split``, its first ``limit``
+    tasks) into ``run_dir`` (see the module docstring); ``announce`` hears the agent's budget line first;
+    ``sampler`` loads a checkpoint agent (:class:`~rubricforge.evaluation.agents.Runner`)."""
+    tasks = load_tasks(tasks_path, split, limit)
     run = RunDir(run_dir, PIPELINE)
     new_dirs = [d for d in (run.path, *run.path.parents) if not d.exists()]  # deepest first
+    runner: Runner | None = None
     try:
         with Rejects(run / "rejects.jsonl") as rejects:
-            reports = load_reports(reports_path, tasks, rejects)
+            reports = load_reports(reports_path, tasks, rejects) if reports_path else dict.fromkeys(tasks, "")
             refs = load_reports(references, tasks, rejects) if references else {}
             names = {tid: scorers_for(tasks[tid], asked) for tid in reports}
             if any("citation" in n for n in names.values()):  # a missing corpus index is bad input: no run started
@@ -69,32 +83,114 @@ def evaluate(cfg: Config, tasks_path: str | Path, reports_path: str | Path, run_
             if references and (lacking := [tid for tid in reports if tid not in refs]):
                 raise UserError(f"references file {references} has no reference report for task {lacking[0]!r} "
                                 f"({len(lacking)} tasks lack one)", "give one for every reported task, or no --references")
+            if agent is not None:
+                runner = _agent_runner(cfg, agent, tasks, names, announce, sampler)
     except BaseException:
         for folder in new_dirs:  # no empty run directory left by a bad input
             folder.rmdir()
         raise
     refs = {tid: refs.get(tid) or str(tasks[tid].get("reference_report") or "") for tid in reports}
     judge_model = cfg.llm.role("judge").model
-    settings = {"tasks": str(Path(tasks_path).resolve()), "reports": str(Path(reports_path).resolve()),
+    settings = {"tasks": str(Path(tasks_path).resolve()),
+                "reports": str(Path(reports_path).resolve()) if reports_path else None,
+                **({"agent": agent.settings()} if agent else {}),
                 "references": str(Path(references).resolve()) if references else None,
                 "scorers": list(asked) or "auto", "judge": judge_model, "judge_mode": cfg.reward.judge_mode}
     run.check_pipeline()
     log: StageLog[Any] = run.log(LOG)
-    run.check_settings("settings", settings, len(log) > 0, "scores")
+    run.check_settings("settings", settings, len(log) > 0 or len(run.log(REPORTS)) > 0, "scores")
 
-    shas = {tid: digest(reports[tid] + "\0" + refs[tid]) for tid in reports}
-    job = _EvalJob(cfg, run, settings, tasks, reports, refs, names, shas, log)
+    job = _EvalJob(cfg, run, settings, tasks, reports, refs, names, log)
+    made: dict[str, Any] = {}
+    made_now, status = 0, "complete"
+    if runner is not None and agent is not None:
+        made, made_now, status = _run_agent(cfg, agent, runner, run, job.invocation, tasks, progress)
+        reports = {tid: report_text(made[tid]["response"]) for tid in tasks if tid in made}
+    job.set_reports(reports)
     pending = job.pending(list(reports))
-    status = asyncio.run(job.arun(list(reports), progress)).status
+    scoring = asyncio.run(job.arun(list(reports), progress)).status
+    status = scoring if status == "complete" else status  # a budget stop while the agent ran is the run's status
     per_task = {tid: log[tid]["metrics"] for tid in reports if tid in log}
-    scored_now = sum(1 for tid in pending if tid in log and log[tid]["report_sha"] == shas[tid])
+    scored_now = sum(1 for tid in pending if tid in log and log[tid]["report_sha"] == job.shas[tid])
     summary = EvalSummary(str(run.path), status, len(tasks), len(reports), len(tasks) - len(reports),
                           scored_now, judge_model, stats.summarise(per_task, resamples, seed),
-                          _judge_use(run, [log[t] for t in per_task]), rejects.summary(), str(run / "report.html"))
+                          _judge_use(run, [log[t] for t in per_task]),
+                          _agent_use(run, agent, made, made_now) if agent else {}, rejects.summary(), str(run / "report.html"))
     atomic_write_json(run / "summary.json", asdict(summary))
     questions = {tid: str(tasks[tid].get("question") or tasks[tid].get("prompt") or "") for tid in per_task}
     atomic_write_text(run / "report.html", html.run_page(asdict(summary), per_task, questions))
     return summary
+
+
+def _agent_runner(cfg: Config, agent: AgentConfig, tasks: dict[str, dict[str, Any]],
+                  names: dict[str, tuple[str, ...]], announce: Callable[[str], None] | None,
+                  sampler: Callable[[str, Config], Any] | None) -> Runner:
+    """The agent's tools and model opened (a missing index is bad input), then its budget announced and checked."""
+    from rubricforge.evaluation.agents import Runner, estimate
+
+    runner = Runner(agent, cfg, sampler)
+    try:
+        cost = estimate(agent, cfg, list(tasks.values()), [names[t] for t in tasks])
+        if announce is not None:
+            announce(cost.line())
+        cost.check(cfg.llm.max_cost_usd)
+    except BaseException:
+        runner.close()
+        raise
+    return runner
+
+
+def _run_agent(cfg: Config, agent: AgentConfig, runner: Runner, run: RunDir, invocation: str,
+               tasks: dict[str, dict[str, Any]], progress: bool) -> tuple[dict[str, Any], int, str]:
+    """The agent's records by task id, after it answered the tasks that have none; how many it made now; and
+    how it ended (a budget stop keeps what it made). Its ledger joins the scoring job's ``invocation``."""
+    log: StageLog[Any] = run.log(REPORTS)
+    job = _AgentJob(cfg, agent, runner, run, invocation, tasks, log)
+    try:
+        done = asyncio.run(job.arun(list(tasks), progress))
+    finally:
+        runner.close()
+    return {tid: log[tid] for tid in tasks if tid in log}, done.done_now, done.status
+
+
+class _AgentJob(ItemJob[str]):
+    """One task id per item: the agent's episode on the task's question (a failed model call records nothing).
+    The run's manifest is the scoring job's; this job adds its ledger to the run (``agent`` stage)."""
+
+    stage = "agent"
+
+    def __init__(self, cfg: Config, agent: AgentConfig, runner: Runner, run: RunDir, invocation: str,
+                 tasks: dict[str, dict[str, Any]], log: StageLog[Any]):
+        from rubricforge.evaluation.agents import ROLE
+
+        super().__init__(log, cfg.llm.model_copy(update={ROLE: agent.role()}), agent.concurrency)
+        self.runner, self.out, self.ledger, self.tasks = runner, run, invocation, tasks
+
+    def key(self, item: str) -> str:
+        return item
+
+    def open(self, client: LLMClient) -> None:
+        self.client = client
+
+    def close(self) -> None:
+        atomic_write_json(self.out.ledger_path(self.ledger, "agent"), {"ledger": self.client.ledger.summary()})
+
+    async def process(self, item: str) -> dict[str, Any] | None:
+        task = self.tasks[item]
+        got = await self.runner.answer(self.client, str(task.get("question") or task.get("prompt") or ""))
+        return None if got is None else {"id": item, **got}
+
+
+def _agent_use(run: RunDir, agent: AgentConfig, made: dict[str, Any], made_now: int) -> dict[str, Any]:
+    """The agent's model, episode, reports (all, made now), and its calls, tool calls and tokens per report."""
+    from rubricforge.evaluation.agents import STAGE
+
+    n = len(made) or 1
+    tokens = run.manifest().get("ledger", {}).get("by_stage", {}).get(STAGE, {})
+    return {"model": agent.model, "episode": agent.episode(), "reports": len(made), "made_now": made_now,
+            "calls_per_task": sum(r["agent_calls"] for r in made.values()) / n,
+            "tool_calls_per_task": sum(r["tool_calls"] for r in made.values()) / n,
+            "tokens_per_task": {k: tokens.get(k, 0) / n for k in ("prompt_tokens", "completion_tokens")}}
 
 
 class _EvalJob(ItemJob[str]):
@@ -105,13 +201,17 @@ class _EvalJob(ItemJob[str]):
     roles = ("judge",)
 
     def __init__(self, cfg: Config, run: RunDir, run_settings: dict[str, Any], tasks: dict[str, dict[str, Any]],
-                 reports: dict[str, str], refs: dict[str, str], names: dict[str, tuple[str, ...]],
-                 shas: dict[str, str], log: StageLog[Any]):
+                 reports: dict[str, str], refs: dict[str, str], names: dict[str, tuple[str, ...]], log: StageLog[Any]):
         super().__init__(log, cfg.llm, cfg.reward.concurrency, run, cfg)
-        self.cfg, self.run_settings = cfg, run_settings
-        self.tasks, self.reports, self.refs, self.names, self.shas = tasks, reports, refs, names, shas
+        self.cfg, self.run_settings, self.tasks, self.refs, self.names = cfg, run_settings, tasks, refs, names
+        self.set_reports(reports)
         self.index: Any = None
         self.resolve: Any = None
+
+    def set_reports(self, reports: dict[str, str]) -> None:
+        """The reports to score (and each one's digest with its reference, which says whether a record is current)."""
+        self.reports = reports
+        self.shas = {tid: digest(reports[tid] + "\0" + self.refs[tid]) for tid in reports}
 
     def key(self, item: str) -> str:
         return item
@@ -160,7 +260,7 @@ def _judge_use(run: RunDir, records: list[dict[str, Any]]) -> dict[str, Any]:
     for record in records:
         for stage, n in record.get("judge_calls", {}).items():
             calls[stage] = calls.get(stage, 0) + n
-    by_stage = run.manifest().get("ledger", {}).get("by_stage", {})
+    by_stage = {s: v for s, v in run.manifest().get("ledger", {}).get("by_stage", {}).items() if s != "agent"}
     return {"calls_per_task": {s: n / len(records) for s, n in calls.items()} if records else {},
             "tokens_by_stage": {s: {k: by_stage[s].get(k, 0) for k in ("requests", "prompt_tokens",
                                                                      "completion_tokens")} for s in by_stage}}

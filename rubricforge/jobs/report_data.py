@@ -43,8 +43,6 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel
-
 from rubricforge.agent.mams import MamsConfig
 from rubricforge.config import Config
 from rubricforge.errors import UserError, require_file
@@ -70,10 +68,6 @@ class ReportDataSummary:
     rows: int
     failed: dict[str, int]
     status: str = "complete"  # or "stopped: <why>" (a budget stop: the finished rows are written)
-
-
-class GeneratorFailed(Exception):
-    """A generator call of a teacher trajectory failed: the trajectory is unfinished, not a shorter report."""
 
 
 def policy_prompt(query: str) -> list[dict[str, str]]:
@@ -210,26 +204,17 @@ class _ReportJob(ItemJob[tuple[str, str, str]]):
         from rubricforge.corpora.tools import ToolBox
         from rubricforge.agent.environment import ResearchEnvironment
         from rubricforge.agent.mams import run_mams, run_mams_stepwise
+        from rubricforge.agent.policy import PolicyFailed, client_policy
 
         if self.toolbox is None:  # opened by the first item that asks for the long form
             self.toolbox = ToolBox.from_config(self.cfg)
-        loop = asyncio.get_running_loop()
-        client = self.client
-
-        def ask(messages: list[dict[str, str]], output: type[BaseModel] | None = None) -> Any:
-            """One generator call from the trajectory's thread: the text, or the value of ``output``."""
-            res = asyncio.run_coroutine_threadsafe(
-                client.generate("generator", messages, output=output, stage="teacher_trajectory"), loop).result()
-            if not res.ok or (output is not None and res.value is None):
-                raise GeneratorFailed(res.error or "generator call failed")
-            return res.text if output is None else res.value
-
+        ask = client_policy(self.client, "generator", "teacher_trajectory", asyncio.get_running_loop())
         env = ResearchEnvironment(self.toolbox)
         env.reset(question=query)
         run: Any = partial(run_mams_stepwise, ask) if self.mode == "stepwise" else partial(run_mams, ask)
         try:
             episode = await asyncio.to_thread(run, env.toolbox.call, query, self.mams)
-        except GeneratorFailed:
+        except PolicyFailed:
             return None, "teacher_trajectory"
         report = episode.report.strip()
         if not report:  # MaMs writes its report from tool observations only (stepwise: from the facts found)

@@ -15,11 +15,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rubricforge.config import Config, RoleConfig
+from rubricforge.config import Config
 from rubricforge.errors import UserError
-from rubricforge.prompt_files import PromptFiles
+from rubricforge.llm.pricing import CHARS_PER_TOKEN, price, template_tokens
 
-CHARS_PER_TOKEN = 4
 # judge calls per rollout of each reward, and the judge prompt they use (None: no judge)
 _PER_CRITERION = {"rubric": "rubric_score", "composite": "rubric_score", "hote": "hote_judge", "pref_rubric": "pref_item_score"}
 _PER_ROLLOUT = {"race": "race_score", "report": "race_score", "orm": "orm_judge", "search_rl": "orm_judge"}
@@ -64,23 +63,6 @@ class JudgeCost:
                             "raise llm.max_cost_usd, or train fewer steps, shorter responses or smaller batches")
 
 
-def price(role: RoleConfig) -> tuple[float, float] | None:
-    """USD per input and output token of ``role``'s model from litellm's bundled table (None: local, replayed, or
-    not in the table)."""
-    if role.backend != "litellm":
-        return None
-    from rubricforge.llm.backends.openai_http import _prices
-
-    name = role.model.split("/", 1)[1] if "/" in role.model else role.model
-    return _prices(role.model) or _prices(name)
-
-
-def _template_tokens(prompts: PromptFiles, name: str) -> float:
-    """The judge prompt's own text (system and user templates, placeholders left in), in tokens."""
-    files = [prompts.folder / f"{name}.{part}.md" for part in ("system", "user")]
-    return sum(len(f.read_text(encoding="utf-8")) for f in files if f.is_file()) / CHARS_PER_TOKEN
-
-
 def _rubric_chars(row: Mapping[str, Any]) -> list[int]:
     return [len(str(c.get("title") or "")) + len(str(c.get("description") or "")) if isinstance(c, Mapping)
             else len(str(c)) for c in row.get("rubrics") or []]
@@ -101,13 +83,13 @@ def grpo_cost(cfg: Config, rows: Sequence[Mapping[str, Any]], prompts_per_step: 
     if reward in _PER_CRITERION:
         batched = reward in ("rubric", "composite") and cfg.reward.judge_mode == "batched"
         per = (1.0 if batched else n_rubrics + (e.max_active if e.rubrics == "evolving" else 0))
-        template = _template_tokens(PROMPTS, "rubric_score_batched" if batched else _PER_CRITERION[reward])
+        template = template_tokens(PROMPTS, "rubric_score_batched" if batched else _PER_CRITERION[reward])
         calls = rollouts * per
         prompt = calls * (template + question + response_tokens) + rollouts * n_rubrics * rubric_tokens
     elif reward in _PER_ROLLOUT:
         votes = (len(cfg.reward.orm_roles) or cfg.reward.orm_votes) if _PER_ROLLOUT[reward] == "orm_judge" else 1
         calls = rollouts * votes
-        prompt = calls * (_template_tokens(PROMPTS, _PER_ROLLOUT[reward]) + question + response_tokens * (
+        prompt = calls * (template_tokens(PROMPTS, _PER_ROLLOUT[reward]) + question + response_tokens * (
             2 if reward in ("race", "report") else 1))  # RACE compares the report with a reference
     if e.rubrics == "evolving":  # one bank update per prompt, its G responses cut to evolve.answer_words
         calls += prompts_per_step
@@ -128,7 +110,7 @@ def hote_cost(cfg: Config, rows: Sequence[Mapping[str, Any]], response_tokens: i
     n_rubrics = statistics.fmean(len(_rubric_chars(r)) for r in rows) + e.max_new
     judged = h.batch_size * h.group * n_rubrics
     shown = min(response_tokens, e.answer_words * 4 // 3)
-    prompt = (judged * (_template_tokens(PROMPTS, "hote_judge") + question + response_tokens)
+    prompt = (judged * (template_tokens(PROMPTS, "hote_judge") + question + response_tokens)
               + h.batch_size * (question + h.group * shown) + h.combinations * h.combo_size * (question + 200))
     calls = judged + h.batch_size + h.combinations
     return JudgeCost(role.model, h.steps, calls, prompt, calls * role.max_tokens, price(role))
@@ -147,6 +129,6 @@ def score_cost(cfg: Config, rows: Sequence[Mapping[str, Any]], prompts_per_step:
     reports = group * min(response_tokens, s.report_words * 4 // 3)
     turns = prompts_per_step * s.max_search_turns if s.assessor == "role" else 0  # the policy assesses for free
     calls = turns + 1 / s.harness_every
-    prompt = turns * (_template_tokens(PROMPTS, "score_assess") + question + reports)
+    prompt = turns * (template_tokens(PROMPTS, "score_assess") + question + reports)
     note = "" if s.assessor == "role" else "the policy assesses the reports; only the harness calls count"
     return JudgeCost(role.model, steps, calls, prompt, calls * role.max_tokens, price(role), note)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -25,12 +26,12 @@ from rubricforge.agent.tasks import training_rows
 from rubricforge.config import Config
 from rubricforge.corpora.tools import ToolBox
 from rubricforge.errors import UserError
+from rubricforge.evaluation.gold import gold_callback, held_out
 from rubricforge.extras import needs
 from rubricforge.rewards.scorer import NO_TOOL, REPORT, RewardScorer
 from rubricforge.training.adaptive import TOOL, StepHooks, check_settings
 from rubricforge.training.cost import grpo_cost
-from rubricforge.evaluation.gold import gold_callback, held_out
-from rubricforge.training.model import load_tokenizer
+from rubricforge.training.model import greedy_reply, load_tokenizer
 from rubricforge.training.presets import generation_args, method_args, preset_args, require_gpu
 from rubricforge.training.rewards import grpo_reward
 from rubricforge.training.trl_seams import STATE_FILE, adaptive_trainer
@@ -188,6 +189,6 @@ def build_grpo(cfg: Config, dataset: str | Path, model: str) -> GRPORun:
             toolbox.close()
         raise
     if gold:
-        trainer.add_callback(gold_callback(cfg, gold, tokenizer))
+        trainer.add_callback(gold_callback(cfg, gold, partial(greedy_reply, tokenizer=tokenizer)))
     note = "\n".join(filter(None, [hooks.judge_calls_per_step(rows, prompts, args.num_generations), cost.line()]))
     return GRPORun(trainer, toolbox, client, Path(args.output_dir), hooks if hooks.active else None, note)

@@ -41,6 +41,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -48,10 +49,11 @@ from rubricforge.agent.prompt import agent_prompt, no_tool_prompt
 from rubricforge.agent.tasks import training_rows
 from rubricforge.config import Config
 from rubricforge.errors import UserError
+from rubricforge.evaluation.gold import gold_callback, held_out
 from rubricforge.extras import needs
+from rubricforge.rewards.deeprubric.rubric_reward import criteria_from
 from rubricforge.rewards.hote.rubric_reward import hote_reward, proposer_reward
 from rubricforge.rewards.judging import Judge
-from rubricforge.rewards.deeprubric.rubric_reward import criteria_from
 from rubricforge.rewards.scorer import NO_TOOL
 from rubricforge.rewards.trajectory import parse_trajectory
 from rubricforge.rubric_gen.bank import BankSettings, RubricBank, RubricItem, TaskRubrics, prune
@@ -59,7 +61,6 @@ from rubricforge.rubric_gen.meta_rubrics import Weakness, combinations, meta_rub
 from rubricforge.rundir import atomic_write_json
 from rubricforge.training.adaptive import TOOL, step_modes
 from rubricforge.training.cost import hote_cost
-from rubricforge.evaluation.gold import gold_callback, held_out
 from rubricforge.training.grpo import response_tokens
 from rubricforge.training.stepping import Worker
 from rubricforge.training.trl_seams import jsonable_generation, stepped_trainer
@@ -191,7 +192,7 @@ class HoteRun:
 
         from rubricforge.agent.environment import NoToolEnvironment, environment_factory
         from rubricforge.corpora.tools import ToolBox
-        from rubricforge.training.model import load_tokenizer
+        from rubricforge.training.model import greedy_reply, load_tokenizer
 
         h = self.cfg.hote
         self.toolbox = ToolBox.from_config(self.cfg) if self.cfg.evolve.modes != "no_tool" else None
@@ -205,7 +206,7 @@ class HoteRun:
             args=self._args("solver", h.group, h.batch_size, h.steps),
             train_dataset=Dataset.from_list(slots * h.batch_size), processing_class=tokenizer, environment_factory=envs)
         if self.gold:  # the solver is the policy under test
-            self.solver.add_callback(gold_callback(self.cfg, self.gold, tokenizer))
+            self.solver.add_callback(gold_callback(self.cfg, self.gold, partial(greedy_reply, tokenizer=tokenizer)))
         self.proposer = stepped_trainer(
             self.proposer_worker, model=self.proposer_model, reward_funcs=[self._proposer_reward],
             args=self._args("proposer", h.proposer_group, h.combinations, h.steps),

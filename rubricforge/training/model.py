@@ -93,7 +93,7 @@ def gguf_to_transformers(gguf: str | Path, out: str | Path) -> Path:
     return out
 
 
-def greedy_reply(model: Any, tokenizer: Any, messages: list[dict[str, Any]], max_new_tokens: int) -> str:
+def greedy_reply(model: Any, messages: list[dict[str, Any]], max_new_tokens: int, *, tokenizer: Any) -> str:
     """The policy's greedy answer to ``messages`` (chat template, no tool schemas, no gradient), decoded; the model
     is left in training mode, as a trainer's callback finds it."""
     with needs("train"):

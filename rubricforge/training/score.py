@@ -35,6 +35,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +45,15 @@ from rubricforge.errors import UserError
 from rubricforge.extras import needs
 from rubricforge.rewards.deeprubric.format_reward import format_reward
 from rubricforge.rewards.judging import Judge
-from rubricforge.rewards.score.evaluator import Assessment, EmaBaseline, assess, extract_conclusion, pairwise_consistency
-from rubricforge.rewards.score.evaluator import score_report_reward, verified
+from rubricforge.rewards.score.evaluator import (
+    Assessment,
+    EmaBaseline,
+    assess,
+    extract_conclusion,
+    pairwise_consistency,
+    score_report_reward,
+    verified,
+)
 from rubricforge.rewards.trajectory import parse_trajectory
 from rubricforge.rubric_gen.score_dims import (
     DimensionScheduler,
@@ -312,11 +320,11 @@ def build_score(cfg: Config, dataset: str | Path, model: str) -> Any:
 
     from rubricforge.agent.environment import environment_factory
     from rubricforge.agent.tasks import training_rows
+    from rubricforge.evaluation.gold import gold_callback, held_out
     from rubricforge.llm import LLMClient
     from rubricforge.training.cost import score_cost
-    from rubricforge.evaluation.gold import gold_callback, held_out
     from rubricforge.training.grpo import GRPORun
-    from rubricforge.training.model import load_tokenizer
+    from rubricforge.training.model import greedy_reply, load_tokenizer
 
     for role in (cfg.score.evaluator_role, cfg.score.harness_role):
         cfg.llm.role(role)  # an unknown role fails now, not at step 1 or M
@@ -338,7 +346,7 @@ def build_score(cfg: Config, dataset: str | Path, model: str) -> Any:
         toolbox.close()
         raise
     if gold:
-        trainer.add_callback(gold_callback(cfg, gold, tokenizer))
+        trainer.add_callback(gold_callback(cfg, gold, partial(greedy_reply, tokenizer=tokenizer)))
     if cfg.score.assessor == "policy":
         loop.judge = PolicyAssessor(trainer.model, tokenizer, cfg.score.temperature, cfg.score.assess_tokens)
     if trainer.accelerator.num_processes > 1:

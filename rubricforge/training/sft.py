@@ -122,7 +122,7 @@ def early_stop(cfg: Config, tokenizer: Any) -> Any:
         def on_log(self, args, state, control, model=None, logs=None, **kw):  # after the step's loss is logged
             if not logs or "loss" not in logs or state.global_step % t.sft_stop_every:
                 return
-            errors = sum(format_error(greedy_reply(model, tokenizer, messages, t.sft_stop_tokens))
+            errors = sum(format_error(greedy_reply(model, messages, t.sft_stop_tokens, tokenizer=tokenizer))
                          for messages in prompts)
             losses = [h["loss"] for h in state.log_history if "loss" in h]
             rate = errors / len(prompts)

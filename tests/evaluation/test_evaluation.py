@@ -10,14 +10,17 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 import yaml
 
-from rubricforge.config import load_config
+from rubricforge.agent.prompt import no_tool_system_prompt
+from rubricforge.config import Config, load_config
 from rubricforge.corpora.rejects import Rejects
 from rubricforge.errors import UserError
+from rubricforge.evaluation.agents import estimate, load_agent_config
 from rubricforge.evaluation.exact import exact_scores
 from rubricforge.evaluation.report import histogram
 from rubricforge.evaluation.stats import bootstrap_ci, describe, paired, sign_test
@@ -28,6 +31,7 @@ from rubricforge.schema import RaceRubrics
 from rubricforge.testing import FakeOpenAI, Reply
 from support.cli import assert_user_error, cli
 from support.exchanged_formats import RESEARCHRUBRICS, RUBRICHUB, VERLRUBRIC
+from support.config import derive
 from support.llm_fakes import litellm_llm_config
 from support.paths import DATA
 from support.reward_fixtures import EXAMPLE, RACE, SCRIPTED_JUDGE
@@ -403,7 +407,16 @@ def test_cli_scores_and_compares(tmp_path):
 
 
 @pytest.mark.parametrize("args, needles", [
-    (["eval", "--tasks", "TASKS"], ["needs --tasks and --reports"]),
+    (["eval", "--tasks", "TASKS"], ["needs --tasks and one of --reports or --agent"]),
+    (["eval", "--tasks", "TASKS", "--reports", "REPORTS", "--agent", "default"], ["one of --reports or --agent"]),
+    (["eval", "--tasks", "TASKS", "--agent", "agent.yaml"], ["agent config file agent.yaml not found"]),
+    (["eval", "--tasks", "TASKS", "--agent", "modle=x"], ["--agent: 'modle': Extra inputs are not permitted",
+                                                          "keys: "]),
+    (["eval", "--tasks", "TASKS", "--agent", "tools=maybe"], ["--agent: 'tools': Input should be a valid boolean"]),
+    (["eval", "--tasks", "TASKS", "--agent", "workflow=react"], ["react workflow parses tool calls"]),
+    (["eval", "--tasks", "TASKS", "--agent", "model=PARTIAL_DIR"], ["has no config.json"]),
+    (["eval", "--tasks", "TASKS", "--agent", "default", "--set", "tools.index_dir=nope"], ["nope"]),
+    (["eval", "--tasks", "TASKS", "--agent", "default", "--split", "dev"], ["has no row of split 'dev'"]),
     (["eval", "--tasks", "missing.jsonl", "--reports", "REPORTS"], ["missing.jsonl"]),
     (["eval", "--tasks", "TASKS", "--reports", "missing.jsonl"], ["reports file missing.jsonl not found"]),
     (["eval", "--tasks", "TASKS", "--reports", "TASKS"], ["no line is a report of a task", "4 skipped"]),
@@ -421,7 +434,157 @@ def test_bad_input_is_one_line_and_exit_code_2(args, needles, tmp_path, monkeypa
     partial.write_text(json.dumps({"id": 1, "article": "ref"}) + "\n")
     (tmp_path / "empty").mkdir()
     monkeypatch.chdir(tmp_path / "empty")
-    swap = {"TASKS": str(DRB_TASKS), "REPORTS": str(DRB_REPORTS), "PARTIAL": str(partial)}
+    swap = {"TASKS": str(DRB_TASKS), "REPORTS": str(DRB_REPORTS), "PARTIAL": str(partial),
+            "model=PARTIAL_DIR": f"model={tmp_path}"}
     assert_user_error(cli(*(swap.get(a, a) for a in args), "--set", "llm.cache_path=")
                       if args[1] != "compare" else cli(*(swap.get(a, a) for a in args)), *needles)
     assert not any((tmp_path / "empty").iterdir())  # no run directory left behind by bad input
+
+
+# ---------------------------------------------------------------- the answer-equivalence judge
+
+
+def equivalence_judge(body: dict) -> Reply:
+    """The equivalence grader scripted: the final answer is the response's last number; equivalent when it is
+    1889; a response mentioning "broken" gets an answer that is not the schema's (unscored)."""
+    prompt = "\n".join(str(m.get("content", "")) for m in body["messages"])
+    response = re.search(r"<response>(.*?)</response>", prompt, re.S).group(1)
+    if "broken" in response:
+        return Reply(json.dumps({"verdict": "maybe"}))
+    final = (re.findall(r"\d+", response) or ["none"])[-1]
+    return Reply(json.dumps({"final_answer": final, "reasoning": "scripted", "equivalent": "yes" if final == "1889"
+                             else "no"}))
+
+
+def test_equivalence_judge_reads_the_final_answer_and_leaves_a_bad_answer_unscored(tmp_path):
+    tasks, reports, run = tmp_path / "tasks.jsonl", tmp_path / "reports.jsonl", tmp_path / "run"
+    kg = {"question": "When was the Eiffel Tower completed?", "answer": "1889", "answer_aliases": ["in 1889"]}
+    tasks.write_text("".join(json.dumps({"id": f"k{i}", **kg}) + "\n" for i in range(1, 5)))
+    texts = {"k1": "Work began in 1887; the tower was completed in 1889.", "k2": "It was finished in 1890.",
+             "k3": "<think>broken</think><answer>The judge cannot read this one: 1889, broken</answer>",
+             "k4": "<think>no time left</think>"}
+    reports.write_text("".join(json.dumps({"id": t, "response": r}) + "\n" for t, r in texts.items()))
+    with FakeOpenAI(responder=equivalence_judge) as server:
+        s = evaluate(_cfg(tmp_path, server, max_retries=0, structured_retries=0), tasks, reports, run,
+                     asked=["exact", "equivalence"], progress=False)
+        prompts = [json.dumps(r) for r in server.requests]
+    assert server.n_requests == 3  # k4 has no answer: 0 without a judge call
+    assert all("1889 (also accepted: in 1889)" in p for p in prompts)
+    records = _records(run)
+    assert {t: r["metrics"]["equivalence"] for t, r in records.items()} == {"k1": 1.0, "k2": 0.0, "k3": None,
+                                                                            "k4": 0.0}
+    assert records["k1"]["scores"]["equivalence"]["final_answer"] == "1889"
+    assert records["k1"]["metrics"]["exact.em"] == 0.0  # the whole sentence is no exact match; the judge reads it
+    assert records["k1"]["judge_calls"] == {"equivalence": 1}
+    eq = s.metrics["equivalence"]
+    assert (eq["n"], eq["unscored"], eq["mean"]) == (3, 1, pytest.approx(1 / 3))
+
+
+# ---------------------------------------------------------------- running an agent
+
+
+NO_TOOL_ANSWERS = {"When was the Eiffel Tower completed?": "<think>The World's Fair.</think><answer>It was "
+                   "completed in 1889.</answer>",
+                   "When did the Berlin Wall fall?": "<think>1989.</think><answer>In November 1989.</answer>"}
+
+
+def agent_and_judge(down: set[str]) -> dict[str, Any]:
+    """The agent (HOTE's no-tool prompt: a scripted answer per question; a question in ``down`` gets a 503) and
+    the equivalence judge on one server."""
+    def agent(body: dict) -> Reply:
+        assert str(body["messages"][0]["content"]) == no_tool_system_prompt()
+        question = str(body["messages"][-1]["content"])
+        return Reply(status=503) if question in down else Reply(NO_TOOL_ANSWERS[question])
+    return {"agent": agent, "equivalence": equivalence_judge}
+
+
+KG_TASKS = [{"id": "eiffel", "question": "When was the Eiffel Tower completed?", "answer": "1889", "split": "test"},
+            {"id": "wall", "question": "When did the Berlin Wall fall?", "answer": "1989", "split": "test"},
+            {"id": "train1", "question": "A training question?", "answer": "x", "split": "train"}]
+
+
+def test_agent_reports_are_made_once_scored_and_a_failed_one_is_made_by_the_next_run(tmp_path):
+    tasks, run = tmp_path / "tasks.jsonl", tmp_path / "run"
+    tasks.write_text("".join(json.dumps(t) + "\n" for t in KG_TASKS))
+    down = {"When did the Berlin Wall fall?"}
+    heard: list[str] = []
+    with FakeOpenAI(stages=agent_and_judge(down)) as server:
+        cfg = load_config(overrides={"llm": {**litellm_llm_config(tmp_path, server, max_retries=0), "cache_path": ""}})
+        agent = load_agent_config(f"model=openai/fake-model,backend=litellm,api_base={server.api_base},tools=false,"
+                                  "max_retries=0,max_tokens=64")
+        first = evaluate(cfg, tasks, None, run, asked=["exact", "equivalence"], progress=False, agent=agent,
+                         split="test", announce=heard.append)
+        after_first = server.n_requests
+        down.clear()
+        second = evaluate(cfg, tasks, None, run, asked=["exact", "equivalence"], progress=False, agent=agent,
+                          split="test", announce=heard.append)
+        after_second = server.n_requests
+        third = evaluate(cfg, tasks, None, run, asked=["exact", "equivalence"], progress=False, agent=agent,
+                         split="test")
+    assert after_first == 3  # two agent calls (one failed, not retried), one judge call
+    assert (first.tasks, first.reports, first.missing, first.agent["made_now"]) == (2, 1, 1, 1)
+    assert heard[0].startswith("budget for 2 tasks: agent openai/fake-model ~2 calls, ~") and "judge openai/fake-" \
+        "model ~2 calls" in heard[0] and "no price known" in heard[0]
+    assert after_second == 5 and second.agent["made_now"] == 1 and second.scored_now == 1  # only the missing task
+    assert after_second == server.n_requests and third.agent["made_now"] == 0 and third.scored_now == 0  # nothing redone
+    made = [json.loads(line) for line in (run / "reports.jsonl").read_text().splitlines()]
+    assert [(r["key"], r["tool_calls"], r["agent_calls"]) for r in made] == [("eiffel", 0, 1), ("wall", 0, 1)]
+    records = _records(run)
+    assert {t: (r["metrics"]["equivalence"], r["metrics"]["exact.f1"]) for t, r in records.items()} == {
+        "eiffel": (1.0, pytest.approx(1 / 3)), "wall": (0.0, pytest.approx(1 / 2))}  # 1 token shared of 5, of 3
+    assert third.metrics["equivalence"]["mean"] == 0.5 and third.agent["calls_per_task"] == 1.0
+    assert third.agent["tokens_per_task"]["prompt_tokens"] == pytest.approx(11 * 2 / 2)  # the ledger, all invocations
+
+
+def test_agent_with_tools_plays_stepwise_mams_over_the_index(small_index_cfg, tmp_path):
+    from support.mams_agents import stepwise_teacher
+
+    tasks, run = tmp_path / "tasks.jsonl", tmp_path / "run"
+    tasks.write_text(json.dumps({"id": "k", "question": "How was the 1968 Kubrick film made?", "answer": "x"}) + "\n")
+    with FakeOpenAI(responder=stepwise_teacher) as server:
+        data = derive(small_index_cfg, "tools.top_k=2").model_dump(mode="json")
+        cfg = Config.model_validate({**data, "llm": {**data["llm"], **litellm_llm_config(tmp_path, server)}})
+        agent = load_agent_config(f"model=openai/fake-model,backend=litellm,api_base={server.api_base},"
+                                  "workflow=stepwise,tool_budget=3")
+        s = evaluate(cfg, tasks, None, run, asked=["format"], progress=False, agent=agent)
+    (made,) = [json.loads(line) for line in (run / "reports.jsonl").read_text().splitlines()]
+    assert made["tool_calls"] == 2 and made["agent_calls"] == server.n_requests
+    assert made["response"].startswith("<answer># The making of 2001\n\n## Making")
+    assert s.agent["episode"] == "stepwise" and s.metrics["format"]["n"] == 1
+
+
+def test_agent_config_layouts_and_the_cost_cap(tmp_path):
+    path = tmp_path / "agent.yaml"
+    path.write_text("model: openai/gpt-4o-mini\nbackend: litellm\ntools: false\nmax_tokens: 2000\n")
+    agent = load_agent_config(str(path))
+    assert (agent.model, agent.tools, agent.episode()) == ("openai/gpt-4o-mini", False, "none")
+    assert load_agent_config("default").episode() == "stepwise"  # the embedded model with the tools
+    assert load_agent_config("model=hosted_vllm/Qwen/Qwen3-8B,backend=litellm").episode() == "mams"
+    tasks = [dict(t) for t in KG_TASKS[:2]]
+    cost = estimate(agent, load_config(), tasks, [("exact",), ("exact",)])
+    assert cost.agent_calls == 2 and cost.judge_calls == 0 and cost.agent_usd and cost.agent_usd > 0
+    cfg = load_config(overrides={"llm": {"max_cost_usd": 0.0001}})
+    with pytest.raises(UserError, match=r"may cost about \$0\.0\d+, more than llm.max_cost_usd = \$0\.00"):
+        evaluate(cfg, _tasks_file(tmp_path), None, tmp_path / "run", progress=False, agent=agent)
+    assert not (tmp_path / "run").exists()
+
+
+def _tasks_file(tmp_path: Path) -> Path:
+    path = tmp_path / "kg.jsonl"
+    path.write_text("".join(json.dumps(t) + "\n" for t in KG_TASKS))
+    return path
+
+
+def test_a_train_checkpoint_answers_through_the_rollouts_sampler(tiny_model, tmp_path):
+    tasks, run = _tasks_file(tmp_path), tmp_path / "run"
+    agent = load_agent_config(f"model={tiny_model},tools=false,max_tokens=8")
+    assert agent.checkpoint and agent.episode() == "none"
+    assert load_agent_config(f"model={tiny_model}").episode() == "react"  # with the tools: the App. D episode
+    from rubricforge.training.rollouts import Sampler
+
+    s = evaluate(load_config(), tasks, None, run, asked=["format"], progress=False, agent=agent, limit=2,
+                 sampler=Sampler)
+    made = [json.loads(line) for line in (run / "reports.jsonl").read_text().splitlines()]
+    assert [(r["id"], r["agent_calls"], r["tool_calls"]) for r in made] == [("eiffel", 1, 0), ("wall", 1, 0)]
+    assert all(isinstance(r["response"], str) for r in made) and s.metrics["format"]["n"] == 2
+    assert s.agent["episode"] == "none" and s.agent["tokens_per_task"]["prompt_tokens"] == 0  # no client call

@@ -1,6 +1,7 @@
 """`rubricforge eval` end to end with the real embedded model (Qwen2.5-Coder-0.5B, llama.cpp) as the judge, on
 two short tasks: a tree row judged on its two rubric criteria and a KG row's exact answer. Every judged metric
-gets a value in [0, 1] or is counted unscored, and the same command again costs no judge call."""
+gets a value in [0, 1] or is counted unscored, and the same command again costs no judge call; and `--agent` with
+the embedded 1.5B model answering two KG questions, whose reports a re-run does not make again."""
 
 from __future__ import annotations
 
@@ -46,3 +47,27 @@ def test_embedded_judge_scores_two_tasks_and_the_rerun_is_free(tmp_path):
     if rubric["n"]:  # only valid answers are cached: an unscored task is asked again
         assert "(0 scored now)" in again.stderr
         assert json.loads((run / "summary.json").read_text())["metrics"] == summary["metrics"]
+
+
+def test_embedded_agent_answers_two_tasks_and_the_rerun_makes_nothing(tmp_path):
+    """`--agent` with the embedded model (the default agent's model; no tools and a tiny answer, to stay short):
+    two KG questions answered, scored by exact match and the equivalence judge, and nothing made again."""
+    tasks, run = tmp_path / "tasks.jsonl", tmp_path / "run"
+    tasks.write_text("".join(json.dumps(t) + "\n" for t in (
+        {"id": "kg1", "question": "In which year was the Eiffel Tower completed?", "answer": "1889"},
+        {"id": "kg2", "question": "What is the capital of France?", "answer": "Paris"})))
+    args = ["eval", "--tasks", str(tasks), "--agent", "tools=false,max_tokens=24", "--scorers", "exact,equivalence",
+            "--run-dir", str(run), "-q", "--set", "llm.judge.max_tokens=64",
+            "--set", f"llm.cache_path={tmp_path / 'cache.sqlite'}"]
+    first = cli(*args, timeout=1200)  # two 1.5B loads (agent, judge); minutes on 2 busy cores
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert "budget for 2 tasks: agent qwen2.5-coder-1.5b-instruct-q4 ~2 calls" in first.stderr
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["agent"]["reports"] == 2 and summary["agent"]["made_now"] == 2
+    assert summary["agent"]["tokens_per_task"]["completion_tokens"] <= 24
+    eq = summary["metrics"]["equivalence"]
+    assert eq["n"] + eq["unscored"] == 2 and all(0.0 <= summary["metrics"][m]["mean"] <= 1.0 for m in ("exact.em", "exact.f1"))
+    again = cli(*args)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "0 reports made now" in again.stderr
+    assert len((run / "reports.jsonl").read_text().splitlines()) == 2

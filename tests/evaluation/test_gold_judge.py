@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -136,7 +137,7 @@ def test_the_callback_warns_once_the_curves_part(tiny_model, tmp_path, caplog, r
     from transformers import AutoModelForCausalLM, TrainerState
 
     from rubricforge.evaluation.gold import gold_callback
-    from rubricforge.training.model import load_tokenizer
+    from rubricforge.training.model import greedy_reply, load_tokenizer
 
     calls = []
 
@@ -152,7 +153,7 @@ def test_the_callback_warns_once_the_curves_part(tiny_model, tmp_path, caplog, r
         tokenizer = load_tokenizer(str(tiny_model))
         model = AutoModelForCausalLM.from_pretrained(str(tiny_model))
         ScriptedPolicy(model, tokenizer)
-        callback = gold_callback(cfg, [task], tokenizer)
+        callback = gold_callback(cfg, [task], partial(greedy_reply, tokenizer=tokenizer))
         state, args = TrainerState(), SimpleNamespace(output_dir=str(tmp_path / "out"), max_completion_length=32)
         for step, reward in enumerate(rewards, 1):
             state.global_step = step

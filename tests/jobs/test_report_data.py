@@ -22,6 +22,7 @@ from rubricforge.schema import RaceRubrics
 from rubricforge.testing import FakeOpenAI, Reply
 from support.config import derive
 from support.llm_fakes import litellm_llm_config
+from support.mams_agents import stepwise_teacher
 from support.paths import DATA
 from support.pref_fakes import REPORT_WRITER
 
@@ -118,26 +119,6 @@ def test_retrieval_data_is_cut_at_a_paragraph_within_the_budget():
     text = "a" * 30 + "\n\n" + "b" * 30
     assert cut_tokens(text, 10) == "a" * 30 and cut_tokens(text, 100) == text
     assert outline_of("intro\n# Title\ntext #not\n### Sub part\n#nospace") == "# Title\n### Sub part"
-
-
-def stepwise_teacher(body: dict[str, Any]) -> Reply:
-    """The stepwise MaMs agents (JSON plan, searches, the first sentence of each chunk, outline, sections; one
-    stage, told apart by their instructions)."""
-    user = str(body["messages"][-1]["content"])
-    if user.startswith("You are planning the research"):
-        return Reply(json.dumps({"plan": ["the making of the film", "its reception", "its legacy today"]}))
-    if user.startswith("You are researching the user input"):
-        query = "Kubrick 2001 making" if "Next plan item: the making" in user else "2001 film reception"
-        return Reply(json.dumps({"action": "search", "query": query}))
-    if user.startswith("You maintain the memory"):
-        ids = body["response_format"]["json_schema"]["schema"]["properties"]["sentence_ids"]
-        return Reply(json.dumps({"sentence_ids": ids["items"]["enum"][:ids["minItems"]]}))
-    if user.startswith("You are writing a deep research report"):
-        n = body["response_format"]["json_schema"]["schema"]["properties"]["headings"]["minItems"]
-        return Reply(json.dumps({"title": "The making of 2001", "headings": ["Making", "Release"][:n]}))
-    if user.startswith("You are writing one section"):
-        return Reply(json.dumps({"text": "These facts show how the film was made."}))
-    raise AssertionError(f"no stepwise MaMs agent has this instruction: {user[:100]}")
 
 
 def test_stepwise_teacher_writes_a_long_form_row(small_index_cfg, tmp_path):
