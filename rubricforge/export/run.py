@@ -17,6 +17,7 @@ Every list is sorted by id, so exports of the same logs are identical.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -71,8 +72,9 @@ def read_config(run_dir: Path) -> Config:
     return load_config(path, environ={}) if path.is_file() else Config(run_dir=str(run_dir))
 
 
-def load_run(run_dir: str | Path, cfg: Config | None = None) -> RunData:
-    """Everything the run logged; ``cfg`` defaults to the run's ``config.yaml``."""
+def load_run(run_dir: str | Path, cfg: Config | None = None, logs: Mapping[str, StageLog[Any]] | None = None) -> RunData:
+    """Everything the run logged; ``cfg`` defaults to the run's ``config.yaml``; ``logs`` (trees, candidates,
+    verdicts), when the caller holds them, are not read again."""
     run_dir = Path(run_dir)
     markers = ("config.yaml", "manifest.json", "trees.jsonl")
     if not run_dir.is_dir() or not any((run_dir / m).exists() for m in markers):
@@ -80,9 +82,14 @@ def load_run(run_dir: str | Path, cfg: Config | None = None) -> RunData:
                         "pass the folder `rubricforge build` wrote (runs/<name>), or run the build first")
     cfg = cfg or read_config(run_dir)
     rejects: list[str] = []
-    trees = {t.id: t for t in _read(run_dir / "trees.jsonl", "tree", EvidenceTree, rejects)}
-    candidates = sorted(_read(run_dir / "candidates.jsonl", "candidate", Candidate, rejects), key=lambda c: c.id)
-    verdicts = {v.candidate_id: v for v in _read(run_dir / "verdicts.jsonl", "verification", Verification, rejects)}
+    logs = logs or {}
+
+    def read(name: str, field_name: str, model: type[M]) -> list[M]:
+        return _read(logs[name] if name in logs else run_dir / f"{name}.jsonl", field_name, model, rejects)
+
+    trees = {t.id: t for t in read("trees", "tree", EvidenceTree)}
+    candidates = sorted(read("candidates", "candidate", Candidate), key=lambda c: c.id)
+    verdicts = {v.candidate_id: v for v in read("verdicts", "verification", Verification)}
     manifest = read_json(run_dir / "manifest.json", "restore it or re-run the build to rewrite it")
     run = RunData(run_dir, cfg, manifest, dict(sorted(trees.items())), candidates, verdicts, [], rejects)
     if (run_dir / "examples.jsonl").exists():
@@ -111,11 +118,14 @@ def derive_examples(run: RunData) -> list[Example]:
     return out
 
 
-def _read(path: Path, field_name: str, model: type[M], rejects: list[str]) -> list[M]:
-    if not path.exists():
+def _read(source: Path | StageLog[Any], field_name: str, model: type[M], rejects: list[str]) -> list[M]:
+    """The typed records of a stage log (a path is read; a missing file has none)."""
+    if isinstance(source, Path) and not source.exists():
         return []
+    log = source if isinstance(source, StageLog) else StageLog(source)
+    path = log.path
     out = []
-    for record in StageLog(path).records():
+    for record in log.records():
         try:
             out.append(model.model_validate(record[field_name]))
         except (KeyError, ValidationError) as exc:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from typing import Any
 
 from rubricforge.config import Config
 from rubricforge.errors import ItemsFailed, UserError
@@ -16,7 +17,7 @@ from rubricforge.jobs.base import (JobResult, check_push, ending, exported, on_d
                                    status_of)
 from rubricforge.pipelines.tree.run import (PIPELINE, BuildSummary, TreeWorker, finish_build, prepare_build,
                                             progress_label, run_trees, tree_ids)
-from rubricforge.rundir import RunDir
+from rubricforge.rundir import RunDir, StageLog
 from rubricforge.text import one_line
 
 
@@ -27,18 +28,20 @@ def build_dataset(cfg: Config, progress: bool = True, push_to_hub: str | None = 
     check_push(push_to_hub)
     cfg = on_driver(cfg)
     with partial_export(lambda: export_run(cfg, None)):
-        summary = run_build(cfg, progress=progress)
-    return export_run(cfg, summary, push_to_hub)
+        summary, logs = asyncio.run(_run_build(cfg, progress))
+    return export_run(cfg, summary, push_to_hub, logs)
 
 
 def run_build(cfg: Config, progress: bool = True) -> BuildSummary:
     """Run (or resume) stages 1–3 in ``cfg.run_dir`` in this process, until ``build.target_rows`` rows are
     retained (:class:`~rubricforge.pipelines.tree.run.TreeQuota`). A budget stop ends the run
     ``stopped: <why>`` with everything finished kept."""
-    return asyncio.run(_run_build(on_driver(cfg), progress))
+    return asyncio.run(_run_build(on_driver(cfg), progress))[0]
 
 
-async def _run_build(cfg: Config, progress: bool) -> BuildSummary:
+async def _run_build(cfg: Config, progress: bool) -> tuple[BuildSummary, dict[str, StageLog[Any]]]:
+    """The summary, and the stage logs as the run left them (read once, at the start, for the finish and the
+    export)."""
     from rubricforge.corpora.indexing import open_index
 
     with open_index(cfg, progress) as index:
@@ -54,9 +57,9 @@ async def _run_build(cfg: Config, progress: bool) -> BuildSummary:
         finally:
             await worker.aclose()
     if failures:  # trees whose LLM calls kept failing: every other item is kept, a re-run redoes just these
-        finish_build(cfg, plan, f"failed: {ItemsFailed(failures)}")
+        finish_build(cfg, plan, f"failed: {ItemsFailed(failures)}", worker.logs)
         raise ItemsFailed(failures)
-    return finish_build(cfg, plan, outcome.status)
+    return finish_build(cfg, plan, outcome.status, worker.logs), worker.logs
 
 
 @dataclass
@@ -85,12 +88,13 @@ def run_status(outcomes: list[TreeOutcome]) -> tuple[str, Exception | None]:
     return f"failed: {items}", user or items
 
 
-def export_run(cfg: Config, summary: BuildSummary | None, push_to_hub: str | None = None) -> JobResult:
+def export_run(cfg: Config, summary: BuildSummary | None, push_to_hub: str | None = None,
+               logs: dict[str, StageLog[Any]] | None = None) -> JobResult:
     """Export the stages' output in ``cfg.run_dir`` and write the viewer (``summary``: None for the partial
-    export of a failed run)."""
+    export of a failed run; ``logs``: the stage logs already in memory, else read from the run directory)."""
     from rubricforge.export import export_dataset, write_viewer
     from rubricforge.export.run import load_run
 
-    run = load_run(cfg.run_dir, cfg)  # the stage logs read once, for the dataset and the viewer
+    run = load_run(cfg.run_dir, cfg, logs)  # the stage logs read at most once, for the dataset and the viewer
     export = export_dataset(run, push_to_hub=push_to_hub)
     return exported(RunDir(cfg.run_dir, PIPELINE), summary, export, write_viewer(run))

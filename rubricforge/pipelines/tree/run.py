@@ -279,10 +279,11 @@ def prepare_build(cfg: Config, index: CorpusIndex | None = None, invocation: str
     return plan
 
 
-def finish_build(cfg: Config, plan: BuildPlan, status: str) -> BuildSummary:
+def finish_build(cfg: Config, plan: BuildPlan, status: str,
+                 logs: dict[str, StageLog[Any]] | None = None) -> BuildSummary:
     """The workers' shards merged into the stage logs, then the summary of everything the run directory holds
-    for the plan's seeds, also written to the manifest."""
-    logs = stage_logs(RunDir(plan.run_dir, PIPELINE))
+    for the plan's seeds, also written to the manifest (``logs``: the in-process worker's, already read)."""
+    logs = logs or stage_logs(RunDir(plan.run_dir, PIPELINE))
     for log in logs.values():
         log.merge()
     summary = _summary(cfg, plan, status, logs)
@@ -312,8 +313,8 @@ class TreeWorker:
         self.cfg, self.run_dir, self.id = cfg, RunDir(cfg.run_dir, PIPELINE), uuid.uuid4().hex[:8]
         self._own_index = index is None
         self.index = open_index(cfg) if index is None else index
-        logs = stage_logs(self.run_dir, self.id if sharded else None)
-        self.trees, self.candidates, self.verdicts = (logs[n] for n in STAGES)
+        self.logs = stage_logs(self.run_dir, self.id if sharded else None)
+        self.trees, self.candidates, self.verdicts = (self.logs[n] for n in STAGES)
         self.client = _CountingClient(cfg.llm, limits=limits)
         self.tools = ToolBox.from_config(cfg, index=self.index)
         self.builder = TreeBuilder(cfg, self.client, self.tools, self.index.aembed_queries, self.index.corpus_hash)
