@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from rubricforge.llm.structured import TextAnswer
 from rubricforge.rewards.judging import Judge
-from rubricforge.rewards.prefs.report_score import preference_reward, report_score
+from rubricforge.rewards.prefs.report_score import labelled_number, preference_reward, report_score
 from rubricforge.rubric_gen.pref_rubrics import parse_rubric_items, pref_criteria
 
 _REWARD = re.compile(r"reward\s*\**\s*[:：]?\s*\**\s*([0-9]+(?:\.[0-9]+)?)", re.I)
@@ -34,13 +34,7 @@ class RubricQuality(TextAnswer):
 
     @classmethod
     def from_text(cls, text: str) -> RubricQuality:
-        found = _REWARD.search(text)
-        if found is None:
-            raise ValueError("no 'reward: <0.00-4.00>' line in the answer")
-        value = float(found.group(1))
-        if not 0 <= value <= 4:
-            raise ValueError(f"reward {value} is outside 0.00-4.00")
-        return cls(reward=value)
+        return cls(reward=labelled_number(_REWARD.search(text), "reward", 0, 4))
 
 
 async def llm_rubric_reward(judge: Judge, query: str, rubric: str) -> float | None:

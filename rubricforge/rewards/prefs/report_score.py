@@ -30,6 +30,16 @@ _RATING = re.compile(r"rating\s*\**\s*[:：]?\s*\**\s*(\d+)", re.I)
 _BARE = re.compile(r"\s*(\d+)\s*\.?\s*$")
 
 
+def labelled_number(found: re.Match[str] | None, label: str, low: float, high: float) -> float:
+    """The number of a judge's ``<label>: <number>`` line, in [low, high] (ValueError: the answer is unreadable)."""
+    if found is None:
+        raise ValueError(f"no '{label}: <{low:g}-{high:g}>' line in the answer")
+    value = float(found.group(1))
+    if not low <= value <= high:
+        raise ValueError(f"{label} {value:g} is outside {low:g}-{high:g}")
+    return value
+
+
 class Rating(TextAnswer):
     """C.2's answer, ``rating: <integer from 1 to 10>``; an answer that is only the integer is read too
     (small models drop the label)."""
@@ -39,13 +49,7 @@ class Rating(TextAnswer):
 
     @classmethod
     def from_text(cls, text: str) -> Rating:
-        found = _RATING.search(text) or _BARE.match(text)
-        if found is None:
-            raise ValueError("no 'rating: <1-10>' line in the answer")
-        value = int(found.group(1))
-        if not 1 <= value <= 10:
-            raise ValueError(f"rating {value} is outside 1-10")
-        return cls(rating=value)
+        return cls(rating=int(labelled_number(_RATING.search(text) or _BARE.match(text), "rating", 1, 10)))
 
 
 @dataclass
