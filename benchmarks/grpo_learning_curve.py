@@ -51,12 +51,15 @@ def peak_rss_gb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6  # KiB on Linux
 
 
+QUESTION = "What is {}? Reply with <think>…</think> then <answer>…</answer>, in under 15 words."
+
+
 def questions(path: Path, n: int, seed: int) -> Path:
-    """``n`` seeded questions about default-corpus titles, as a training JSONL (``id``, ``question``)."""
+    """``n`` seeded :data:`QUESTION` s about default-corpus titles, as a training JSONL (``id``, ``question``)."""
     titles = sorted({p.title for p in iter_default_corpus(Rejects()) if p.title})
     picked = random.Random(seed).sample(titles, n)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps({"id": f"q{i}", "question": f"In two sentences, what is {t}?"}) + "\n"
+    path.write_text("".join(json.dumps({"id": f"q{i}", "question": QUESTION.format(t)}) + "\n"
                             for i, t in enumerate(picked)), encoding="utf-8")
     return path
 
@@ -71,15 +74,20 @@ def config(args: argparse.Namespace, work: Path, lr: float) -> Config:
                                 "num_generations": args.group, "generation_batch_size": args.prompts * args.group,
                                 "per_device_train_batch_size": args.prompts * args.group,  # one update per batch
                                 "max_completion_length": args.max_completion,
-                                "activation_checkpointing": args.checkpointing, "save_strategy": "no"}}})
+                                "activation_checkpointing": args.checkpointing, "save_strategy": "no",
+                                "bf16": args.bf16, "logging_steps": 1}}})
 
 
-def run(args: argparse.Namespace, work: Path, dataset: Path, policy: Path, lr: float, out: dict[str, Any]) -> None:
-    """Train one run, appending a row per step to ``out[str(lr)]`` (and rewriting ``curve.json``)."""
+def curve_file(work: Path, lr: float) -> Path:
+    return work / f"curve-lr{lr:g}.json"
+
+
+def run(args: argparse.Namespace, work: Path, dataset: Path, policy: Path, lr: float) -> None:
+    """Train one run, rewriting ``curve-lr<lr>.json`` (one row per step) after every step."""
     from transformers import TrainerCallback
 
     grpo = build_grpo(config(args, work, lr), dataset, str(policy))
-    rows: list[dict[str, Any]] = out.setdefault(f"{lr:g}", [])
+    rows: list[dict[str, Any]] = []
     clock: dict[str, float] = {}
 
     class Curve(TrainerCallback):
@@ -98,7 +106,7 @@ def run(args: argparse.Namespace, work: Path, dataset: Path, policy: Path, lr: f
                          "tok_per_s": tokens / seconds, "peak_rss_gb": peak_rss_gb()})
             print(f"lr {lr:g} step {state.global_step}: reward {logs['reward']:.3f} ± {rows[-1]['band']:.3f}, "
                   f"{seconds:.1f} s, {rows[-1]['tok_per_s']:.1f} tok/s, peak {rows[-1]['peak_rss_gb']:.2f} GB", flush=True)
-            (work / "curve.json").write_text(json.dumps(out, indent=1), encoding="utf-8")
+            curve_file(work, lr).write_text(json.dumps(rows, indent=1), encoding="utf-8")
 
     grpo.trainer.add_callback(Curve())
     grpo.train()
@@ -163,6 +171,9 @@ def main() -> None:
     p.add_argument("--reward", default="format", help="any train.reward that needs only `question` (no judge: format)")
     p.add_argument("--checkpointing", action="store_true", help="activation checkpointing (less memory, slower)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--bf16", action="store_true", help="BF16 weights (AMX CPUs: several times faster; small updates round away)")
+    p.add_argument("--arm", choices=("both", "trained", "control", "none"), default="both",
+                   help="which runs to train (two processes can run one arm each); none: only plot what is recorded")
     p.add_argument("--svg", help="write the plot here")
     p.add_argument("--md", help="write the numbers here (Markdown)")
     args = p.parse_args()
@@ -175,9 +186,11 @@ def main() -> None:
         print(f"policy {policy} ready in {time.perf_counter() - t:.0f}s")
     args.policy_name = EMBEDDED_POLICY if not args.policy else policy.name
     dataset = questions(work / "questions.jsonl", args.questions, args.seed)
-    out: dict[str, Any] = {}
-    for lr in (args.lr, 0.0):
-        run(args, work, dataset, policy, lr, out)
+    arms = {"both": (args.lr, 0.0), "trained": (args.lr,), "control": (0.0,), "none": ()}[args.arm]
+    for lr in arms:
+        run(args, work, dataset, policy, lr)
+    out = {f"{lr:g}": json.loads(curve_file(work, lr).read_text(encoding="utf-8"))
+           for lr in (args.lr, 0.0) if curve_file(work, lr).exists()}
     if args.svg:
         svg(out, Path(args.svg))
     text = summary(out, args)
