@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 from rubricforge.config import Config  # noqa: E402
 from rubricforge.corpora.default_corpus import iter_default_corpus  # noqa: E402
 from rubricforge.corpora.rejects import Rejects  # noqa: E402
+from rubricforge.evaluation.stats import paired  # noqa: E402
 from rubricforge.llm.local_model import ensure_model  # noqa: E402
 from rubricforge.training.grpo import build_grpo  # noqa: E402
 from rubricforge.training.model import EMBEDDED_POLICY, gguf_to_transformers  # noqa: E402
@@ -103,7 +104,8 @@ def run(args: argparse.Namespace, work: Path, dataset: Path, policy: Path, lr: f
             rows.append({"step": state.global_step, "reward": logs["reward"], "reward_std": logs.get("reward_std", 0.0),
                          "band": 1.96 * (logs.get("reward_std") or 0.0) / math.sqrt(n), "seconds": seconds,
                          "mean_length": logs.get("completions/mean_length"), "tokens": tokens,
-                         "tok_per_s": tokens / seconds, "peak_rss_gb": peak_rss_gb()})
+                         "tok_per_s": tokens / seconds, "peak_rss_gb": peak_rss_gb(),
+                         "logs": logs})  # TRL's line: the format components, clipped share, grad norm
             print(f"lr {lr:g} step {state.global_step}: reward {logs['reward']:.3f} ± {rows[-1]['band']:.3f}, "
                   f"{seconds:.1f} s, {rows[-1]['tok_per_s']:.1f} tok/s, peak {rows[-1]['peak_rss_gb']:.2f} GB", flush=True)
             curve_file(work, lr).write_text(json.dumps(rows, indent=1), encoding="utf-8")
@@ -112,8 +114,20 @@ def run(args: argparse.Namespace, work: Path, dataset: Path, policy: Path, lr: f
     grpo.train()
 
 
-def svg(out: dict[str, Any], path: Path, width: int = 640, height: int = 360) -> None:
-    """Mean reward per step with its 95 % band, one colour per run."""
+def smoothed(rows: list[dict[str, Any]], n: int, window: int) -> list[tuple[int, float, float]]:
+    """(step, mean, 95 % half-width) over each step's last ``window`` steps (``n`` rollouts a step): the pooled
+    variance of those rollouts is the mean within-step variance plus the variance of the step means."""
+    out = []
+    for k, r in enumerate(rows):
+        w = rows[max(0, k - window + 1):k + 1]
+        means = [x["reward"] for x in w]
+        var = statistics.fmean(x["reward_std"] ** 2 for x in w) + (statistics.pvariance(means) if len(w) > 1 else 0.0)
+        out.append((r["step"], statistics.fmean(means), 1.96 * math.sqrt(var / (n * len(w)))))
+    return out
+
+
+def svg(out: dict[str, Any], path: Path, n: int, window: int = 5, width: int = 640, height: int = 360) -> None:
+    """Per run: each step's mean reward (dots) and the mean over the last ``window`` steps with its 95 % band."""
     pad, colours = 48, ["#1f77b4", "#d62728"]
     steps = max(r["step"] for rows in out.values() for r in rows)
     x = lambda s: pad + (s - 1) / max(steps - 1, 1) * (width - 2 * pad)  # noqa: E731
@@ -122,18 +136,20 @@ def svg(out: dict[str, Any], path: Path, width: int = 640, height: int = 360) ->
              f'font-size="12"><rect width="100%" height="100%" fill="white"/>',
              f'<line x1="{pad}" y1="{y(0)}" x2="{width - pad}" y2="{y(0)}" stroke="black"/>',
              f'<line x1="{pad}" y1="{y(0)}" x2="{pad}" y2="{y(1)}" stroke="black"/>',
-             f'<text x="{width / 2}" y="{height - 12}" text-anchor="middle">GRPO step</text>',
+             f'<text x="{width / 2}" y="{height - 12}" text-anchor="middle">GRPO step (dots: one step; line: mean of '
+             f'the last {window} steps, 95% band)</text>',
              f'<text x="14" y="{height / 2}" transform="rotate(-90 14 {height / 2})" text-anchor="middle">'
-             f'mean format reward (95% band)</text>']
+             f'mean format reward</text>']
     for v in (0, 0.5, 1):
         parts.append(f'<text x="{pad - 6}" y="{y(v) + 4}" text-anchor="end">{v:g}</text>')
     for k, (lr, rows) in enumerate(out.items()):
-        c = colours[k % 2]
-        upper = " ".join(f"{x(r['step']):.1f},{y(r['reward'] + r['band']):.1f}" for r in rows)
-        lower = " ".join(f"{x(r['step']):.1f},{y(r['reward'] - r['band']):.1f}" for r in reversed(rows))
+        c, line = colours[k % 2], smoothed(rows, n, window)
+        upper = " ".join(f"{x(s):.1f},{y(m + h):.1f}" for s, m, h in line)
+        lower = " ".join(f"{x(s):.1f},{y(m - h):.1f}" for s, m, h in reversed(line))
         parts.append(f'<polygon points="{upper} {lower}" fill="{c}" fill-opacity="0.2" stroke="none"/>')
-        line = " ".join(f"{x(r['step']):.1f},{y(r['reward']):.1f}" for r in rows)
-        parts.append(f'<polyline points="{line}" fill="none" stroke="{c}" stroke-width="2"/>')
+        parts.append(f'<polyline points="{" ".join(f"{x(s):.1f},{y(m):.1f}" for s, m, _ in line)}" fill="none" '
+                     f'stroke="{c}" stroke-width="2"/>')
+        parts += [f'<circle cx="{x(r["step"]):.1f}" cy="{y(r["reward"]):.1f}" r="2" fill="{c}"/>' for r in rows]
         parts.append(f'<text x="{width - pad - 120}" y="{pad + 16 * k}" fill="{c}">learning rate {lr}</text>')
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(parts) + "\n</svg>\n", encoding="utf-8")
@@ -152,9 +168,14 @@ def summary(out: dict[str, Any], args: argparse.Namespace) -> str:
     for lr, rows in out.items():
         lines.append(f"| {lr} | {mean(rows[:window], 'reward'):.3f} | {mean(rows[-window:], 'reward'):.3f} | "
                      f"{mean(rows, 'seconds'):.1f} | {mean(rows, 'tok_per_s'):.1f} | {max(r['peak_rss_gb'] for r in rows):.2f} |")
-    (trained, control) = list(out.values())[:2]
-    gain = mean(trained[-window:], "reward") - mean(control[-window:], "reward")
-    lines += ["", f"Last-{window}-step reward, trained minus control (same seeds): {gain:+.3f}."]
+    if len(out) == 2:
+        (trained, control) = out.values()
+        last = min(len(trained), len(control))
+        d = paired({r["step"]: r["reward"] for r in control[last - window:last]},
+                   {r["step"]: r["reward"] for r in trained[last - window:last]})
+        lines += ["", f"Steps {last - window + 1}–{last}, trained minus control, paired by step (same seeds): "
+                      f"{d['diff']:+.3f} (95% bootstrap CI {d['ci_low']:+.3f} to {d['ci_high']:+.3f}; trained higher "
+                      f"at {d['wins']} steps, equal at {d['ties']}, lower at {d['losses']}; sign test p = {d['sign_p']:.3f})."]
     return "\n".join(lines) + "\n"
 
 
@@ -192,7 +213,7 @@ def main() -> None:
     out = {f"{lr:g}": json.loads(curve_file(work, lr).read_text(encoding="utf-8"))
            for lr in (args.lr, 0.0) if curve_file(work, lr).exists()}
     if args.svg:
-        svg(out, Path(args.svg))
+        svg(out, Path(args.svg), args.prompts * args.group)
     text = summary(out, args)
     print(text)
     if args.md:
