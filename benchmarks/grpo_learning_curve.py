@@ -156,24 +156,33 @@ def svg(out: dict[str, Any], path: Path, n: int, window: int = 5, width: int = 6
 
 
 def summary(out: dict[str, Any], args: argparse.Namespace) -> str:
+    """The Markdown numbers: per run the first and last ten steps' mean reward, its format components and
+    length (from TRL's log lines), s/step, tokens/s, peak memory; then trained minus control, paired by step."""
     def mean(rows: list[dict[str, Any]], key: str) -> float:
-        return statistics.fmean(r[key] for r in rows)
+        return statistics.fmean(r[key] if key in r else r["logs"][key] for r in rows)
 
     window = min(10, min(len(rows) for rows in out.values()))
-    lines = [f"Settings: policy {args.policy_name}, {args.steps} steps, {args.prompts} questions x G={args.group} "
-             f"rollouts per step, responses up to {args.max_completion} tokens, no-tool mode, reward {args.reward}"
-             f"{' (no judge: 0 judge calls per step)' if args.reward == 'format' else ''}, seed {args.seed}.", "",
-             f"| learning rate | reward, first {window} steps | reward, last {window} steps | s/step | tokens/s | "
-             "peak memory (GB) |", "|---|---|---|---|---|---|"]
+    f, la = f"first {window}", f"last {window}"
+    lines = [f"Settings: policy {args.policy_name}, {args.steps} steps, {args.prompts} question(s) x G={args.group} "
+             f"rollouts per step, responses up to {args.max_completion} tokens, no-tool mode, reward "
+             f"`{args.reward}`{' (no judge: 0 judge calls per step)' if args.reward == 'format' else ''}, "
+             f"{'BF16' if args.bf16 else 'FP32'} weights, seed {args.seed}.", "",
+             f"| learning rate | steps | reward, {f} | reward, {la} | `<think>` closed, {f} / {la} | "
+             f"`<answer>` closed, {f} / {la} | tokens per response, {f} / {la} | s/step | generated tokens/s | "
+             "peak memory (GB) |", "|---|---|---|---|---|---|---|---|---|---|"]
     for lr, rows in out.items():
-        lines.append(f"| {lr} | {mean(rows[:window], 'reward'):.3f} | {mean(rows[-window:], 'reward'):.3f} | "
-                     f"{mean(rows, 'seconds'):.1f} | {mean(rows, 'tok_per_s'):.1f} | {max(r['peak_rss_gb'] for r in rows):.2f} |")
+        first, last = rows[:window], rows[-window:]
+        lines.append(f"| {lr} | {len(rows)} | {mean(first, 'reward'):.3f} | {mean(last, 'reward'):.3f} | "
+                     f"{mean(first, 'format/think/mean'):.2f} / {mean(last, 'format/think/mean'):.2f} | "
+                     f"{mean(first, 'format/answer/mean'):.2f} / {mean(last, 'format/answer/mean'):.2f} | "
+                     f"{mean(first, 'mean_length'):.1f} / {mean(last, 'mean_length'):.1f} | {mean(rows, 'seconds'):.1f} | "
+                     f"{mean(rows, 'tok_per_s'):.2f} | {max(r['peak_rss_gb'] for r in rows):.2f} |")
     if len(out) == 2:
         (trained, control) = out.values()
-        last = min(len(trained), len(control))
-        d = paired({r["step"]: r["reward"] for r in control[last - window:last]},
-                   {r["step"]: r["reward"] for r in trained[last - window:last]})
-        lines += ["", f"Steps {last - window + 1}–{last}, trained minus control, paired by step (same seeds): "
+        last_step = min(len(trained), len(control))
+        d = paired({r["step"]: r["reward"] for r in control[last_step - window:last_step]},
+                   {r["step"]: r["reward"] for r in trained[last_step - window:last_step]})
+        lines += ["", f"Steps {last_step - window + 1}–{last_step}, trained minus control, paired by step (same seeds): "
                       f"{d['diff']:+.3f} (95% bootstrap CI {d['ci_low']:+.3f} to {d['ci_high']:+.3f}; trained higher "
                       f"at {d['wins']} steps, equal at {d['ties']}, lower at {d['losses']}; sign test p = {d['sign_p']:.3f})."]
     return "\n".join(lines) + "\n"
@@ -218,7 +227,13 @@ def main() -> None:
     print(text)
     if args.md:
         Path(args.md).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.md).write_text("# GRPO learning curve on CPU\n\n" + text, encoding="utf-8")
+        md = Path(args.md)
+        plot = f"![the two runs' mean reward per step]({Path(args.svg).name})\n\n" if args.svg else ""
+        command = (f"python benchmarks/grpo_learning_curve.py --steps {args.steps} --lr {args.lr:g} --prompts {args.prompts} "
+                   f"--group {args.group} --max-completion {args.max_completion} --reward {args.reward}"
+                   f"{' --bf16' if args.bf16 else ''} --seed {args.seed} --svg {args.svg} --md {args.md}")
+        md.write_text(f"# GRPO learning curve on CPU\n\n{plot}Made by `{command}` (`benchmarks/grpo_learning_curve.py`; "
+                      f"[what the run shows](results.md#a-grpo-learning-curve-on-cpu)).\n\n{text}", encoding="utf-8")
 
 
 if __name__ == "__main__":
