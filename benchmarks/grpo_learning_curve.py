@@ -134,7 +134,7 @@ def smoothed(rows: list[dict[str, Any]], n: int, window: int) -> list[tuple[int,
 
 def svg(out: dict[str, Any], path: Path, n: int, window: int = 5, width: int = 640, height: int = 360) -> None:
     """Per run: each step's mean reward (dots) and the mean over the last ``window`` steps with its 95 % band."""
-    pad, colours = 48, ["#1f77b4", "#d62728"]
+    pad, colours = 48, ["#1f77b4", "#2ca02c", "#9467bd", "#d62728"]
     steps = max(r["step"] for rows in out.values() for r in rows)
     x = lambda s: pad + (s - 1) / max(steps - 1, 1) * (width - 2 * pad)  # noqa: E731
     y = lambda v: height - pad - max(0.0, min(1.0, v)) * (height - 2 * pad)  # noqa: E731
@@ -149,7 +149,7 @@ def svg(out: dict[str, Any], path: Path, n: int, window: int = 5, width: int = 6
     for v in (0, 0.5, 1):
         parts.append(f'<text x="{pad - 6}" y="{y(v) + 4}" text-anchor="end">{v:g}</text>')
     for k, (lr, rows) in enumerate(out.items()):
-        c, line = colours[k % 2], smoothed(rows, n, window)
+        c, line = (colours[-1] if lr == "0" else colours[k % 3]), smoothed(rows, n, window)
         upper = " ".join(f"{x(s):.1f},{y(m + h):.1f}" for s, m, h in line)
         lower = " ".join(f"{x(s):.1f},{y(m - h):.1f}" for s, m, h in reversed(line))
         parts.append(f'<polygon points="{upper} {lower}" fill="{c}" fill-opacity="0.2" stroke="none"/>')
@@ -167,28 +167,35 @@ def summary(out: dict[str, Any], args: argparse.Namespace) -> str:
     def mean(rows: list[dict[str, Any]], key: str) -> float:
         return statistics.fmean(r[key] if key in r else r["logs"][key] for r in rows)
 
-    window = min(10, min(len(rows) for rows in out.values()))
+    window = 10  # steps; fewer for a run that recorded fewer
     f, la = f"first {window}", f"last {window}"
-    lines = [f"Settings: policy {args.policy_name}, {args.steps} steps, {args.prompts} question(s) x G={args.group} "
+    lines = [f"Settings: policy {args.policy_name}, {args.steps} steps a run (the table says how many each run "
+             f"recorded), {args.prompts} question(s) x G={args.group} "
              f"rollouts per step, responses up to {args.max_completion} tokens, no-tool mode, reward "
              f"`{args.reward}`{' (no judge: 0 judge calls per step)' if args.reward == 'format' else ''}, "
-             f"{'BF16' if args.bf16 else 'FP32'} weights, seed {args.seed}.", "",
+             f"FP32 weights{' under BF16 autocast' if args.bf16 else ''}, AdamW (the control: SGD at learning rate 0, "
+             f"so no weight moves), seed {args.seed}. First and last {window} steps overlap in a run that recorded "
+             f"fewer than {2 * window}.", "",
              f"| learning rate | steps | reward, {f} | reward, {la} | `<think>` closed, {f} / {la} | "
              f"`<answer>` closed, {f} / {la} | tokens per response, {f} / {la} | s/step | generated tokens/s | "
              "peak memory (GB) |", "|---|---|---|---|---|---|---|---|---|---|"]
     for lr, rows in out.items():
-        first, last = rows[:window], rows[-window:]
+        first, last = rows[:window], rows[-window:]  # the same steps when a run recorded fewer than 2 windows
         lines.append(f"| {lr} | {len(rows)} | {mean(first, 'reward'):.3f} | {mean(last, 'reward'):.3f} | "
                      f"{mean(first, 'format/think/mean'):.2f} / {mean(last, 'format/think/mean'):.2f} | "
                      f"{mean(first, 'format/answer/mean'):.2f} / {mean(last, 'format/answer/mean'):.2f} | "
                      f"{mean(first, 'mean_length'):.1f} / {mean(last, 'mean_length'):.1f} | {mean(rows, 'seconds'):.1f} | "
                      f"{mean(rows, 'tok_per_s'):.2f} | {max(r['peak_rss_gb'] for r in rows):.2f} |")
-    if len(out) == 2:
-        (trained, control) = out.values()
+    control = out.get("0", [])
+    for lr, trained in out.items():
         last_step = min(len(trained), len(control))
-        d = paired({r["step"]: r["reward"] for r in control[last_step - window:last_step]},
-                   {r["step"]: r["reward"] for r in trained[last_step - window:last_step]})
-        lines += ["", f"Steps {last_step - window + 1}–{last_step}, trained minus control, paired by step (same seeds): "
+        if lr == "0" or not last_step:
+            continue
+        w = min(window, last_step)
+        d = paired({r["step"]: r["reward"] for r in control[last_step - w:last_step]},
+                   {r["step"]: r["reward"] for r in trained[last_step - w:last_step]})
+        lines += ["", f"Learning rate {lr}, steps {last_step - w + 1}–{last_step}, minus the control, paired by step "
+                      "(same seeds): "
                       f"{d['diff']:+.3f} (95% bootstrap CI {d['ci_low']:+.3f} to {d['ci_high']:+.3f}; trained higher "
                       f"at {d['wins']} steps, equal at {d['ties']}, lower at {d['losses']}; sign test p = {d['sign_p']:.3f})."]
     return "\n".join(lines) + "\n"
@@ -197,7 +204,7 @@ def summary(out: dict[str, Any], args: argparse.Namespace) -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=40)
-    p.add_argument("--lr", type=float, default=1e-5)
+    p.add_argument("--lr", type=float, nargs="+", default=[1e-5], help="one trained run per learning rate")
     p.add_argument("--work", default="runs/bench-curve", help="run dirs, questions, converted policy, curve.json")
     p.add_argument("--policy", help="a transformers folder (default: the embedded 0.5B, converted once)")
     p.add_argument("--questions", type=int, default=64)
@@ -222,11 +229,11 @@ def main() -> None:
         print(f"policy {policy} ready in {time.perf_counter() - t:.0f}s")
     args.policy_name = EMBEDDED_POLICY if not args.policy else policy.name
     dataset = questions(work / "questions.jsonl", args.questions, args.seed)
-    arms = {"both": (args.lr, 0.0), "trained": (args.lr,), "control": (0.0,), "none": ()}[args.arm]
+    arms = {"both": (*args.lr, 0.0), "trained": tuple(args.lr), "control": (0.0,), "none": ()}[args.arm]
     for lr in arms:
         run(args, work, dataset, policy, lr)
     out = {f"{lr:g}": json.loads(curve_file(work, lr).read_text(encoding="utf-8"))
-           for lr in (args.lr, 0.0) if curve_file(work, lr).exists()}
+           for lr in (*args.lr, 0.0) if curve_file(work, lr).exists()}
     if args.svg:
         svg(out, Path(args.svg), args.prompts * args.group)
     text = summary(out, args)
@@ -235,7 +242,8 @@ def main() -> None:
         Path(args.md).parent.mkdir(parents=True, exist_ok=True)
         md = Path(args.md)
         plot = f"![the two runs' mean reward per step]({Path(args.svg).name})\n\n" if args.svg else ""
-        command = (f"python benchmarks/grpo_learning_curve.py --steps {args.steps} --lr {args.lr:g} --prompts {args.prompts} "
+        lrs = " ".join(f"{lr:g}" for lr in args.lr)
+        command = (f"python benchmarks/grpo_learning_curve.py --steps {args.steps} --lr {lrs} --prompts {args.prompts} "
                    f"--group {args.group} --max-completion {args.max_completion} --reward {args.reward}"
                    f"{' --bf16' if args.bf16 else ''} --seed {args.seed} --svg {args.svg} --md {args.md}")
         md.write_text(f"# GRPO learning curve on CPU\n\n{plot}Made by `{command}` (`benchmarks/grpo_learning_curve.py`; "
