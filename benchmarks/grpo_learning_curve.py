@@ -1,27 +1,35 @@
 """Does GRPO learn on this CPU? A learning curve of the embedded 0.5B against the same run at learning rate 0.
 
 The packaged Qwen2.5-Coder-0.5B GGUF becomes a transformers folder (``gguf_to_transformers``; reused when
-``--policy`` already holds one). ``train grpo`` then runs ``--steps`` steps twice, with the same seeds: at
-``--lr`` and at learning rate 0 (the control). Settings chosen so that a step takes seconds, not minutes, and the
-reward has a signal at this size: no-tool mode (HOTE's one think, then the answer: no index, no tool turns),
-DeepRubric's format reward over the no-tool components (a closed ``<think>`` and a non-empty ``<answer>``; no judge
-call, so judge calls per step are 0), ``--prompts`` questions per step × G = ``--group`` rollouts, responses of at
-most ``--max-completion`` tokens. Questions: "In two sentences, what is <title>?" over the default corpus's
-article titles (seeded sample).
+``--policy`` already holds one). ``train grpo`` (``build_grpo``) then runs ``--steps`` steps at each ``--lr`` and
+at learning rate 0 (the control), with the same seeds: every run sees the same question at a step. Settings
+chosen so that the reward varies within a group at this size and a step is short: no-tool mode (HOTE's one
+think, then the answer: no index, no tool turns), DeepRubric's format reward over the no-tool components (a
+closed ``<think>`` and a non-empty ``<answer>``; no judge call, so 0 judge calls per step), ``--prompts``
+questions per step × G = ``--group`` rollouts of at most ``--max-completion`` tokens, FP32 weights (``--bf16``:
+BF16 autocast for the loss). Questions: :data:`QUESTION` over default-corpus titles (seeded sample); "In two
+sentences, what is <title>?" scored 0 in all 16 samples at 48 tokens (no signal), this one closed ``<think>`` in
+2 of 16 at 32 tokens.
 
-Per step and run it records the mean reward and a 95 % band (mean ± 1.96 · sd / √n over the step's rollouts),
-seconds, generated tokens per second, peak resident memory. It writes ``<work>/curve.json`` after every step,
-then ``--svg`` (the two curves with their bands) and ``--md`` (the numbers: first and last ten steps' mean reward
-per run, the difference of the two runs, s/step, tokens/s, peak memory, judge calls per step).
+Each run writes ``<work>/curve-lr<lr>.json`` after every step (reward, its std, seconds, tokens/s, peak memory,
+TRL's log line); ``--arm trained`` / ``control`` runs one side, so two processes can run the two side by side and
+a run cut short still plots (``--arm none``). ``--svg``: per run each step's mean reward and a 5-step running
+mean with its 95 % band; ``--md``: first and last ten steps' reward, format components and length per run, s/step,
+tokens/s, peak memory, and each run minus the control paired by step with a bootstrap CI.
 
-Measured at 2 steps only (this shared 2-core machine, load about 9): the first step of the 0.5B took 690 s
-(0.36 generated tokens/s over the whole step), peak resident memory 11.4 GB, and every one of its 8 answers
-(about 31 tokens each) missed the format — reward 0, so no signal at step 1. Before the 40-step run, check that
-the reward varies within groups at this size (``--reward``, a longer ``--max-completion``, or KG exact-answer
-rows); on an idle machine expect several times faster steps::
+Measured on the shared 2-core machine (five other sessions' tests, load 7–11, about a third of a core for this
+job; both runs side by side), 1 question × G = 4, 24 tokens: 85–115 s a step, about 1 generated token/s, peak
+12.1 GB (AdamW, FP32) and 7.2 GB (the control's SGD). Learning rate 3e-5: reward 0.82 at step 2 against the
+control's 0.14, then a collapse to near-deterministic text (entropy 0.32) that closes no tag in 24 tokens:
+reward 0 from step 5, no gradient left, stopped at step 7. Learning rate 1e-5 (28 steps, about 54 s a step as the load fell):
+0.07 → 0.64 by step 3, then 0.714 at 20 of the last 23 steps (``<answer>`` closed, ``<think>`` dropped; entropy
+0.01–0.5), steps 19–28 +0.57 over the control (bootstrap CI +0.46 to +0.66): it learns the format's larger half
+and collapses onto one pattern.
+``docs/results.md`` ("A GRPO learning curve on CPU") has the whole account::
 
-    .venv/bin/python benchmarks/grpo_learning_curve.py --steps 40 --work runs/bench-curve \\
-        --svg docs/grpo-learning-curve.svg --md docs/grpo-learning-curve.md
+    .venv/bin/python benchmarks/grpo_learning_curve.py --steps 40 --lr 3e-5 1e-5 --prompts 1 --group 4 \\
+        --max-completion 24 --bf16 --work runs/bench-curve --svg docs/grpo-learning-curve.svg \\
+        --md docs/grpo-learning-curve.md
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 from rubricforge.config import Config  # noqa: E402
 from rubricforge.corpora.default_corpus import iter_default_corpus  # noqa: E402
 from rubricforge.corpora.rejects import Rejects  # noqa: E402
+from rubricforge.evaluation.stats import paired  # noqa: E402
 from rubricforge.llm.local_model import ensure_model  # noqa: E402
 from rubricforge.training.grpo import build_grpo  # noqa: E402
 from rubricforge.training.model import EMBEDDED_POLICY, gguf_to_transformers  # noqa: E402
@@ -51,12 +60,15 @@ def peak_rss_gb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6  # KiB on Linux
 
 
+QUESTION = "What is {}? Reply with <think>…</think> then <answer>…</answer>, in under 15 words."
+
+
 def questions(path: Path, n: int, seed: int) -> Path:
-    """``n`` seeded questions about default-corpus titles, as a training JSONL (``id``, ``question``)."""
+    """``n`` seeded :data:`QUESTION` s about default-corpus titles, as a training JSONL (``id``, ``question``)."""
     titles = sorted({p.title for p in iter_default_corpus(Rejects()) if p.title})
     picked = random.Random(seed).sample(titles, n)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps({"id": f"q{i}", "question": f"In two sentences, what is {t}?"}) + "\n"
+    path.write_text("".join(json.dumps({"id": f"q{i}", "question": QUESTION.format(t)}) + "\n"
                             for i, t in enumerate(picked)), encoding="utf-8")
     return path
 
@@ -71,15 +83,26 @@ def config(args: argparse.Namespace, work: Path, lr: float) -> Config:
                                 "num_generations": args.group, "generation_batch_size": args.prompts * args.group,
                                 "per_device_train_batch_size": args.prompts * args.group,  # one update per batch
                                 "max_completion_length": args.max_completion,
-                                "activation_checkpointing": args.checkpointing, "save_strategy": "no"}}})
+                                "activation_checkpointing": args.checkpointing, "save_strategy": "no",
+                                "bf16": args.bf16, "logging_steps": 1,
+                                # FP32 master weights under BF16 autocast: with BF16 weights an Adam step of 1e-5
+                                # is below half a BF16 ulp of most weights and rounds away
+                                "model_init_kwargs": {"dtype": "float32"},
+                                # at learning rate 0 no optimiser moves a weight; SGD keeps no state (Adam's two FP32
+                                # moments are 4 GB for the 0.5B: both runs at once would not fit in 24 GB)
+                                **({"optim": "sgd"} if lr == 0 else {})}}})
 
 
-def run(args: argparse.Namespace, work: Path, dataset: Path, policy: Path, lr: float, out: dict[str, Any]) -> None:
-    """Train one run, appending a row per step to ``out[str(lr)]`` (and rewriting ``curve.json``)."""
+def curve_file(work: Path, lr: float) -> Path:
+    return work / f"curve-lr{lr:g}.json"
+
+
+def run(args: argparse.Namespace, work: Path, dataset: Path, policy: Path, lr: float) -> None:
+    """Train one run, rewriting ``curve-lr<lr>.json`` (one row per step) after every step."""
     from transformers import TrainerCallback
 
     grpo = build_grpo(config(args, work, lr), dataset, str(policy))
-    rows: list[dict[str, Any]] = out.setdefault(f"{lr:g}", [])
+    rows: list[dict[str, Any]] = []
     clock: dict[str, float] = {}
 
     class Curve(TrainerCallback):
@@ -95,18 +118,31 @@ def run(args: argparse.Namespace, work: Path, dataset: Path, policy: Path, lr: f
             rows.append({"step": state.global_step, "reward": logs["reward"], "reward_std": logs.get("reward_std", 0.0),
                          "band": 1.96 * (logs.get("reward_std") or 0.0) / math.sqrt(n), "seconds": seconds,
                          "mean_length": logs.get("completions/mean_length"), "tokens": tokens,
-                         "tok_per_s": tokens / seconds, "peak_rss_gb": peak_rss_gb()})
+                         "tok_per_s": tokens / seconds, "peak_rss_gb": peak_rss_gb(),
+                         "logs": logs})  # TRL's line: the format components, clipped share, grad norm
             print(f"lr {lr:g} step {state.global_step}: reward {logs['reward']:.3f} ± {rows[-1]['band']:.3f}, "
                   f"{seconds:.1f} s, {rows[-1]['tok_per_s']:.1f} tok/s, peak {rows[-1]['peak_rss_gb']:.2f} GB", flush=True)
-            (work / "curve.json").write_text(json.dumps(out, indent=1), encoding="utf-8")
+            curve_file(work, lr).write_text(json.dumps(rows, indent=1), encoding="utf-8")
 
     grpo.trainer.add_callback(Curve())
     grpo.train()
 
 
-def svg(out: dict[str, Any], path: Path, width: int = 640, height: int = 360) -> None:
-    """Mean reward per step with its 95 % band, one colour per run."""
-    pad, colours = 48, ["#1f77b4", "#d62728"]
+def smoothed(rows: list[dict[str, Any]], n: int, window: int) -> list[tuple[int, float, float]]:
+    """(step, mean, 95 % half-width) over each step's last ``window`` steps (``n`` rollouts a step): the pooled
+    variance of those rollouts is the mean within-step variance plus the variance of the step means."""
+    out = []
+    for k, r in enumerate(rows):
+        w = rows[max(0, k - window + 1):k + 1]
+        means = [x["reward"] for x in w]
+        var = statistics.fmean(x["reward_std"] ** 2 for x in w) + (statistics.pvariance(means) if len(w) > 1 else 0.0)
+        out.append((r["step"], statistics.fmean(means), 1.96 * math.sqrt(var / (n * len(w)))))
+    return out
+
+
+def svg(out: dict[str, Any], path: Path, n: int, window: int = 5, width: int = 640, height: int = 360) -> None:
+    """Per run: each step's mean reward (dots) and the mean over the last ``window`` steps with its 95 % band."""
+    pad, colours = 48, ["#1f77b4", "#2ca02c", "#9467bd", "#d62728"]
     steps = max(r["step"] for rows in out.values() for r in rows)
     x = lambda s: pad + (s - 1) / max(steps - 1, 1) * (width - 2 * pad)  # noqa: E731
     y = lambda v: height - pad - max(0.0, min(1.0, v)) * (height - 2 * pad)  # noqa: E731
@@ -114,46 +150,69 @@ def svg(out: dict[str, Any], path: Path, width: int = 640, height: int = 360) ->
              f'font-size="12"><rect width="100%" height="100%" fill="white"/>',
              f'<line x1="{pad}" y1="{y(0)}" x2="{width - pad}" y2="{y(0)}" stroke="black"/>',
              f'<line x1="{pad}" y1="{y(0)}" x2="{pad}" y2="{y(1)}" stroke="black"/>',
-             f'<text x="{width / 2}" y="{height - 12}" text-anchor="middle">GRPO step</text>',
+             f'<text x="{width / 2}" y="{height - 12}" text-anchor="middle">GRPO step (dots: one step; line: mean of '
+             f'the last {window} steps, 95% band)</text>',
              f'<text x="14" y="{height / 2}" transform="rotate(-90 14 {height / 2})" text-anchor="middle">'
-             f'mean format reward (95% band)</text>']
+             f'mean format reward</text>']
     for v in (0, 0.5, 1):
         parts.append(f'<text x="{pad - 6}" y="{y(v) + 4}" text-anchor="end">{v:g}</text>')
     for k, (lr, rows) in enumerate(out.items()):
-        c = colours[k % 2]
-        upper = " ".join(f"{x(r['step']):.1f},{y(r['reward'] + r['band']):.1f}" for r in rows)
-        lower = " ".join(f"{x(r['step']):.1f},{y(r['reward'] - r['band']):.1f}" for r in reversed(rows))
+        c, line = (colours[-1] if lr == "0" else colours[k % 3]), smoothed(rows, n, window)
+        upper = " ".join(f"{x(s):.1f},{y(m + h):.1f}" for s, m, h in line)
+        lower = " ".join(f"{x(s):.1f},{y(m - h):.1f}" for s, m, h in reversed(line))
         parts.append(f'<polygon points="{upper} {lower}" fill="{c}" fill-opacity="0.2" stroke="none"/>')
-        line = " ".join(f"{x(r['step']):.1f},{y(r['reward']):.1f}" for r in rows)
-        parts.append(f'<polyline points="{line}" fill="none" stroke="{c}" stroke-width="2"/>')
+        parts.append(f'<polyline points="{" ".join(f"{x(s):.1f},{y(m):.1f}" for s, m, _ in line)}" fill="none" '
+                     f'stroke="{c}" stroke-width="2"/>')
+        parts += [f'<circle cx="{x(r["step"]):.1f}" cy="{y(r["reward"]):.1f}" r="2" fill="{c}"/>' for r in rows]
         parts.append(f'<text x="{width - pad - 120}" y="{pad + 16 * k}" fill="{c}">learning rate {lr}</text>')
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(parts) + "\n</svg>\n", encoding="utf-8")
 
 
 def summary(out: dict[str, Any], args: argparse.Namespace) -> str:
+    """The Markdown numbers: per run the first and last ten steps' mean reward, its format components and
+    length (from TRL's log lines), s/step, tokens/s, peak memory; then trained minus control, paired by step."""
     def mean(rows: list[dict[str, Any]], key: str) -> float:
-        return statistics.fmean(r[key] for r in rows)
+        return statistics.fmean(r[key] if key in r else r["logs"][key] for r in rows)
 
-    window = min(10, min(len(rows) for rows in out.values()))
-    lines = [f"Settings: policy {args.policy_name}, {args.steps} steps, {args.prompts} questions x G={args.group} "
-             f"rollouts per step, responses up to {args.max_completion} tokens, no-tool mode, reward {args.reward}"
-             f"{' (no judge: 0 judge calls per step)' if args.reward == 'format' else ''}, seed {args.seed}.", "",
-             f"| learning rate | reward, first {window} steps | reward, last {window} steps | s/step | tokens/s | "
-             "peak memory (GB) |", "|---|---|---|---|---|---|"]
+    window = 10  # steps; fewer for a run that recorded fewer
+    f, la = f"first {window}", f"last {window}"
+    lines = [f"Settings: policy {args.policy_name}, {args.steps} steps a run (the table says how many each run "
+             f"recorded), {args.prompts} question(s) x G={args.group} "
+             f"rollouts per step, responses up to {args.max_completion} tokens, no-tool mode, reward "
+             f"`{args.reward}`{' (no judge: 0 judge calls per step)' if args.reward == 'format' else ''}, "
+             f"FP32 weights{' under BF16 autocast' if args.bf16 else ''}, AdamW (the control: SGD at learning rate 0, "
+             f"so no weight moves), seed {args.seed}. First and last {window} steps overlap in a run that recorded "
+             f"fewer than {2 * window}.", "",
+             f"| learning rate | steps | reward, {f} | reward, {la} | `<think>` closed, {f} / {la} | "
+             f"`<answer>` closed, {f} / {la} | tokens per response, {f} / {la} | s/step | generated tokens/s | "
+             "peak memory (GB) |", "|---|---|---|---|---|---|---|---|---|---|"]
     for lr, rows in out.items():
-        lines.append(f"| {lr} | {mean(rows[:window], 'reward'):.3f} | {mean(rows[-window:], 'reward'):.3f} | "
-                     f"{mean(rows, 'seconds'):.1f} | {mean(rows, 'tok_per_s'):.1f} | {max(r['peak_rss_gb'] for r in rows):.2f} |")
-    (trained, control) = list(out.values())[:2]
-    gain = mean(trained[-window:], "reward") - mean(control[-window:], "reward")
-    lines += ["", f"Last-{window}-step reward, trained minus control (same seeds): {gain:+.3f}."]
+        first, last = rows[:window], rows[-window:]  # the same steps when a run recorded fewer than 2 windows
+        lines.append(f"| {lr} | {len(rows)} | {mean(first, 'reward'):.3f} | {mean(last, 'reward'):.3f} | "
+                     f"{mean(first, 'format/think/mean'):.2f} / {mean(last, 'format/think/mean'):.2f} | "
+                     f"{mean(first, 'format/answer/mean'):.2f} / {mean(last, 'format/answer/mean'):.2f} | "
+                     f"{mean(first, 'mean_length'):.1f} / {mean(last, 'mean_length'):.1f} | {mean(rows, 'seconds'):.1f} | "
+                     f"{mean(rows, 'tok_per_s'):.2f} | {max(r['peak_rss_gb'] for r in rows):.2f} |")
+    control = out.get("0", [])
+    for lr, trained in out.items():
+        last_step = min(len(trained), len(control))
+        if lr == "0" or not last_step:
+            continue
+        w = min(window, last_step)
+        d = paired({r["step"]: r["reward"] for r in control[last_step - w:last_step]},
+                   {r["step"]: r["reward"] for r in trained[last_step - w:last_step]})
+        lines += ["", f"Learning rate {lr}, steps {last_step - w + 1}–{last_step}, minus the control, paired by step "
+                      "(same seeds): "
+                      f"{d['diff']:+.3f} (95% bootstrap CI {d['ci_low']:+.3f} to {d['ci_high']:+.3f}; trained higher "
+                      f"at {d['wins']} steps, equal at {d['ties']}, lower at {d['losses']}; sign test p = {d['sign_p']:.3f})."]
     return "\n".join(lines) + "\n"
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=40)
-    p.add_argument("--lr", type=float, default=1e-5)
+    p.add_argument("--lr", type=float, nargs="+", default=[1e-5], help="one trained run per learning rate")
     p.add_argument("--work", default="runs/bench-curve", help="run dirs, questions, converted policy, curve.json")
     p.add_argument("--policy", help="a transformers folder (default: the embedded 0.5B, converted once)")
     p.add_argument("--questions", type=int, default=64)
@@ -163,6 +222,9 @@ def main() -> None:
     p.add_argument("--reward", default="format", help="any train.reward that needs only `question` (no judge: format)")
     p.add_argument("--checkpointing", action="store_true", help="activation checkpointing (less memory, slower)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--bf16", action="store_true", help="BF16 autocast for the loss's forward and backward (AMX CPUs); weights stay FP32")
+    p.add_argument("--arm", choices=("both", "trained", "control", "none"), default="both",
+                   help="which runs to train (two processes can run one arm each); none: only plot what is recorded")
     p.add_argument("--svg", help="write the plot here")
     p.add_argument("--md", help="write the numbers here (Markdown)")
     args = p.parse_args()
@@ -175,16 +237,25 @@ def main() -> None:
         print(f"policy {policy} ready in {time.perf_counter() - t:.0f}s")
     args.policy_name = EMBEDDED_POLICY if not args.policy else policy.name
     dataset = questions(work / "questions.jsonl", args.questions, args.seed)
-    out: dict[str, Any] = {}
-    for lr in (args.lr, 0.0):
-        run(args, work, dataset, policy, lr, out)
+    arms = {"both": (*args.lr, 0.0), "trained": tuple(args.lr), "control": (0.0,), "none": ()}[args.arm]
+    for lr in arms:
+        run(args, work, dataset, policy, lr)
+    out = {f"{lr:g}": json.loads(curve_file(work, lr).read_text(encoding="utf-8"))
+           for lr in (*args.lr, 0.0) if curve_file(work, lr).exists()}
     if args.svg:
-        svg(out, Path(args.svg))
+        svg(out, Path(args.svg), args.prompts * args.group)
     text = summary(out, args)
     print(text)
     if args.md:
         Path(args.md).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.md).write_text("# GRPO learning curve on CPU\n\n" + text, encoding="utf-8")
+        md = Path(args.md)
+        plot = f"![each run's mean reward per step]({Path(args.svg).name})\n\n" if args.svg else ""
+        lrs = " ".join(f"{lr:g}" for lr in args.lr)
+        command = (f"python benchmarks/grpo_learning_curve.py --steps {args.steps} --lr {lrs} --prompts {args.prompts} "
+                   f"--group {args.group} --max-completion {args.max_completion} --reward {args.reward}"
+                   f"{' --bf16' if args.bf16 else ''} --seed {args.seed} --svg {args.svg} --md {args.md}")
+        md.write_text(f"# GRPO learning curve on CPU\n\n{plot}Made by `{command}` (`benchmarks/grpo_learning_curve.py`; "
+                      f"[what the run shows](results.md#a-grpo-learning-curve-on-cpu)).\n\n{text}", encoding="utf-8")
 
 
 if __name__ == "__main__":
