@@ -54,18 +54,21 @@ class SampleSummary:
 def sample_rollouts(cfg: Config, dataset: str | Path, out: str | Path, sampler: Callable[[], Any],
                     limit: int | None = None, progress: bool = False, workflow: str = "react") -> SampleSummary:
     """Trajectories for the first ``limit`` questions of ``dataset``, appended to ``out``. ``sampler()`` makes the
-    model (``turn(messages, tools)``, and ``text(messages)`` for MaMs); it is called by the first item only."""
+    model (``turn(messages, tools)``, and ``text(messages)`` for MaMs); it is called only when a question is left."""
     if workflow not in WORKFLOWS:
         raise UserError(f"unknown workflow '{workflow}'", "use react (App. D agent) or mams (Prefs MaMs)")
     rows = training_rows(dataset, [])[:limit]
     job = _RolloutJob(cfg, StageLog(out), sampler, workflow)
-    stats = asyncio.run(job.arun([(row, k) for row in rows for k in range(cfg.train.rollouts_per_prompt)], progress))
+    items = [(row, k) for row in rows for k in range(cfg.train.rollouts_per_prompt)]
+    if job.pending(items):  # before the progress bar: a model or index that cannot load is one line, no bar
+        job.load()
+    stats = asyncio.run(job.arun(items, progress))
     return SampleSummary(str(job.log.path), len(job.log), stats.done_now, job.tool_calls, stats.status)
 
 
 class _RolloutJob(ItemJob[tuple[dict[str, Any], int]]):
     """One (question row, sample index) per item; one trajectory at a time (one model on one device). The
-    model and the tools are loaded by the first item, so a run with nothing left loads neither."""
+    model and the tools are loaded (:meth:`load`) only when items are left."""
 
     stage = "sampling"
 
@@ -79,6 +82,12 @@ class _RolloutJob(ItemJob[tuple[dict[str, Any], int]]):
     def key(self, item: tuple[dict[str, Any], int]) -> str:
         return f"{item[0]['id']}#{item[1]}"
 
+    def load(self) -> None:
+        from rubricforge.corpora.tools import ToolBox
+
+        self.sampler = self.make_sampler()
+        self.toolbox = ToolBox.from_config(self.cfg)
+
     def close(self) -> None:
         if self.toolbox is not None:
             self.toolbox.close()
@@ -88,12 +97,8 @@ class _RolloutJob(ItemJob[tuple[dict[str, Any], int]]):
 
     def _episode(self, row: dict[str, Any], k: int) -> dict[str, Any]:
         from rubricforge.agent.environment import ResearchEnvironment
-        from rubricforge.corpora.tools import ToolBox
 
-        if self.sampler is None:
-            self.sampler = self.make_sampler()
-        if self.toolbox is None:
-            self.toolbox = ToolBox.from_config(self.cfg)
+        assert self.toolbox is not None, "load() runs before the items"
         env = ResearchEnvironment(self.toolbox)
         env.reset(**row)
         snippets = lambda: [s.model_dump(mode="json") for s in env.snippets]  # noqa: E731
