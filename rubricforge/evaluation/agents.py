@@ -250,10 +250,6 @@ class Estimate:
     judge_tokens: float
     judge_usd: float | None
 
-    @property
-    def usd(self) -> float | None:
-        return None if self.agent_usd is None or self.judge_usd is None else self.agent_usd + self.judge_usd
-
     def line(self) -> str:
         def money(x: float | None) -> str:
             return f"${x:.2f}" if x is not None else "no price known"
