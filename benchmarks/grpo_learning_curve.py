@@ -57,6 +57,11 @@ from rubricforge.training.model import EMBEDDED_POLICY, gguf_to_transformers  # 
 
 
 def peak_rss_gb() -> float:
+    """The process's peak memory: the GPU's (torch's allocator) when training runs on one, else resident RAM."""
+    import torch
+
+    if torch.cuda.is_available():
+        return torch.cuda.max_memory_allocated() / 1e9
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6  # KiB on Linux
 
 
@@ -77,7 +82,7 @@ def config(args: argparse.Namespace, work: Path, lr: float) -> Config:
     return Config.model_validate({
         "run_dir": str(work / f"run-lr{lr:g}"), "llm": {"cache_path": str(work / "llm-cache.sqlite")},
         "evolve": {"modes": "no_tool"},
-        "train": {"preset": "cpu", "reward": args.reward, "generation": "transformers",
+        "train": {"preset": args.preset, "reward": args.reward, "generation": "transformers",
                   "output_dir": str(work / f"policy-lr{lr:g}"),
                   "grpo_args": {"max_steps": args.steps, "learning_rate": lr, "seed": args.seed,
                                 "num_generations": args.group, "generation_batch_size": args.prompts * args.group,
@@ -91,6 +96,16 @@ def config(args: argparse.Namespace, work: Path, lr: float) -> Config:
                                 # at learning rate 0 no optimiser moves a weight; SGD keeps no state (Adam's two FP32
                                 # moments are 4 GB for the 0.5B: both runs at once would not fit in 24 GB)
                                 **({"optim": "sgd"} if lr == 0 else {})}}})
+
+
+def shown(completion: Any) -> str:
+    """A completion as text: a conversational one's last message, with the ``<think>`` block that TRL's response
+    parser moved into ``reasoning_content`` put back in front."""
+    if not isinstance(completion, list):
+        return str(completion)
+    message = completion[-1]
+    think = message.get("reasoning_content")
+    return (f"<think>{think}</think>" if think else "") + str(message.get("content") or "")
 
 
 def curve_file(work: Path, lr: float) -> Path:
@@ -119,6 +134,8 @@ def run(args: argparse.Namespace, work: Path, dataset: Path, policy: Path, lr: f
                          "band": 1.96 * (logs.get("reward_std") or 0.0) / math.sqrt(n), "seconds": seconds,
                          "mean_length": logs.get("completions/mean_length"), "tokens": tokens,
                          "tok_per_s": tokens / seconds, "peak_rss_gb": peak_rss_gb(),
+                         # the step's G completions (TRL keeps the last generation batch for its own table)
+                         "completions": [shown(c) for c in grpo.trainer._logs["completion"]],
                          "logs": logs})  # TRL's line: the format components, clipped share, grad norm
             print(f"lr {lr:g} step {state.global_step}: reward {logs['reward']:.3f} ± {rows[-1]['band']:.3f}, "
                   f"{seconds:.1f} s, {rows[-1]['tok_per_s']:.1f} tok/s, peak {rows[-1]['peak_rss_gb']:.2f} GB", flush=True)
@@ -164,7 +181,7 @@ def svg(out: dict[str, Any], path: Path, n: int, window: int = 5, width: int = 6
         parts.append(f'<polyline points="{" ".join(f"{x(s):.1f},{y(m):.1f}" for s, m, _ in line)}" fill="none" '
                      f'stroke="{c}" stroke-width="2"/>')
         parts += [f'<circle cx="{x(r["step"]):.1f}" cy="{y(r["reward"]):.1f}" r="2" fill="{c}"/>' for r in rows]
-        parts.append(f'<text x="{width - pad - 120}" y="{pad + 16 * k}" fill="{c}">learning rate {lr}</text>')
+        parts.append(f'<text x="{width - pad - 120}" y="{y(0.55) + 16 * k:.0f}" fill="{c}">learning rate {lr}</text>')
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(parts) + "\n</svg>\n", encoding="utf-8")
 
@@ -206,6 +223,11 @@ def summary(out: dict[str, Any], args: argparse.Namespace) -> str:
                       "(same seeds): "
                       f"{d['diff']:+.3f} (95% bootstrap CI {d['ci_low']:+.3f} to {d['ci_high']:+.3f}; trained higher "
                       f"at {d['wins']} steps, equal at {d['ties']}, lower at {d['losses']}; sign test p = {d['sign_p']:.3f})."]
+    for lr, rows in out.items():
+        for r in (rows[0], rows[-1]):
+            said = " · ".join(json.dumps(c, ensure_ascii=False)[:120] for c in r.get("completions", [])[:4])
+            if said:
+                lines += ["", f"Learning rate {lr}, step {r['step']} (reward {r['reward']:.2f}): {said}"]
     return "\n".join(lines) + "\n"
 
 
@@ -215,6 +237,8 @@ def main() -> None:
     p.add_argument("--lr", type=float, nargs="+", default=[1e-5], help="one trained run per learning rate")
     p.add_argument("--work", default="runs/bench-curve", help="run dirs, questions, converted policy, curve.json")
     p.add_argument("--policy", help="a transformers folder (default: the embedded 0.5B, converted once)")
+    p.add_argument("--model-dir", default=Config().llm.model_dir, help="where the embedded GGUF is (or is assembled)")
+    p.add_argument("--preset", default="cpu", help="train.preset: cpu, or small-gpu on a GPU (the options here win)")
     p.add_argument("--questions", type=int, default=64)
     p.add_argument("--prompts", type=int, default=2, help="questions per step")
     p.add_argument("--group", type=int, default=4, help="rollouts per question (G)")
@@ -229,15 +253,14 @@ def main() -> None:
     p.add_argument("--md", help="write the numbers here (Markdown)")
     args = p.parse_args()
     work = Path(args.work)
-    if args.policy:
-        policy = Path(args.policy)
-    else:
-        t = time.perf_counter()
-        policy = gguf_to_transformers(ensure_model(Config().llm.model_dir, EMBEDDED_POLICY), work / "policy-hf")
-        print(f"policy {policy} ready in {time.perf_counter() - t:.0f}s")
-    args.policy_name = EMBEDDED_POLICY if not args.policy else policy.name
-    dataset = questions(work / "questions.jsonl", args.questions, args.seed)
+    args.policy_name = Path(args.policy).name if args.policy else EMBEDDED_POLICY
     arms = {"both": (*args.lr, 0.0), "trained": tuple(args.lr), "control": (0.0,), "none": ()}[args.arm]
+    if arms:
+        t = time.perf_counter()
+        policy = Path(args.policy) if args.policy else gguf_to_transformers(
+            ensure_model(args.model_dir, EMBEDDED_POLICY), work / "policy-hf")
+        print(f"policy {policy} ready in {time.perf_counter() - t:.0f}s")
+        dataset = questions(work / "questions.jsonl", args.questions, args.seed)
     for lr in arms:
         run(args, work, dataset, policy, lr)
     out = {f"{lr:g}": json.loads(curve_file(work, lr).read_text(encoding="utf-8"))
@@ -251,11 +274,14 @@ def main() -> None:
         md = Path(args.md)
         plot = f"![each run's mean reward per step]({Path(args.svg).name})\n\n" if args.svg else ""
         lrs = " ".join(f"{lr:g}" for lr in args.lr)
-        command = (f"python benchmarks/grpo_learning_curve.py --steps {args.steps} --lr {lrs} --prompts {args.prompts} "
+        command = (f"python benchmarks/grpo_learning_curve.py --preset {args.preset} --steps {args.steps} --lr {lrs} "
+                   f"--prompts {args.prompts} "
                    f"--group {args.group} --max-completion {args.max_completion} --reward {args.reward}"
                    f"{' --bf16' if args.bf16 else ''} --seed {args.seed} --svg {args.svg} --md {args.md}")
-        md.write_text(f"# GRPO learning curve on CPU\n\n{plot}Made by `{command}` (`benchmarks/grpo_learning_curve.py`; "
-                      f"[what the run shows](results.md#a-grpo-learning-curve-on-cpu)).\n\n{text}", encoding="utf-8")
+        where = "CPU" if args.preset == "cpu" else "a GPU"
+        shows = "; [what the run shows](results.md#a-grpo-learning-curve-on-cpu)" if args.preset == "cpu" else ""
+        md.write_text(f"# GRPO learning curve on {where}\n\n{plot}Made by `{command}` "
+                      f"(`benchmarks/grpo_learning_curve.py`{shows}).\n\n{text}", encoding="utf-8")
 
 
 if __name__ == "__main__":
