@@ -12,6 +12,10 @@ the embedded 1.5B model with ``--n-ctx``), resumably in ``--run-dir``: run it ag
 add tasks. Unscored tasks (the judge's answer failed validation) are counted and left out of rho. DRB ships
 no reference reports, so the judge's scores are pointwise (S / 10) and the published ones reference-relative:
 the comparison is of ranks, not of values.
+
+A judge too slow here can answer elsewhere: ``--capture FILE`` records the judge's requests (first attempts only:
+``llm.judge.structured_retries=0``) instead of judging, ``benchmarks/gpu_judge.py`` answers them on a GPU, and
+``--answers ANSWERS`` scores the tasks with those answers through the replay backend (docs/gpu.md).
 """
 
 from __future__ import annotations
@@ -51,6 +55,23 @@ def spearman(a: list[float], b: list[float], resamples: int = 2000, seed: int = 
             "ci_high": None if hi is None else float(hi)}
 
 
+def capture(args: argparse.Namespace, sets: list[str], criteria: Path, subset: Path) -> None:
+    """The judge's requests for the chosen tasks, recorded (``llm.record_path``) from a stand-in OpenAI-compatible
+    judge on loopback whose every answer is ``{}`` (so each task is left unscored); ``<capture>.judge.json`` holds
+    the judge's model and endpoint, which a request's key includes."""
+    from rubricforge.testing import FakeOpenAI, Reply
+
+    args.capture.unlink(missing_ok=True)
+    with FakeOpenAI(responder=lambda body: Reply(content="{}"), keep_requests=False, models=["judge"]) as server:
+        judge = {"model": "openai/judge", "api_base": server.api_base}
+        cfg = load_config(None, [*sets, "llm.judge.backend=litellm", f"llm.judge.model={judge['model']}",
+                                 f"llm.judge.api_base={judge['api_base']}", "llm.judge.temperature=0.0",
+                                 f"llm.record_path={args.capture}", "llm.cache_path=null"])
+        evaluate(cfg, criteria, subset, args.run_dir / "capture", asked=["race"], progress=False)
+    args.capture.with_suffix(".judge.json").write_text(json.dumps(judge), encoding="utf-8")
+    print(f"{sum(1 for _ in args.capture.open())} judge requests of {args.n} tasks -> {args.capture}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--drb", type=Path, required=True, help="DeepResearch Bench folder")
@@ -60,6 +81,8 @@ def main() -> None:
     ap.add_argument("--n-ctx", type=int, default=16384, help="the embedded judge's context window")
     ap.add_argument("--max-tokens", type=int, default=4096, help="the judge's answer limit")
     ap.add_argument("--set", dest="set_", action="append", default=[], help="config override key=value")
+    ap.add_argument("--capture", type=Path, help="write the judge's requests here instead of judging (see above)")
+    ap.add_argument("--answers", type=Path, help="judge with these recorded answers (benchmarks/gpu_judge.py's)")
     args = ap.parse_args()
     criteria = args.drb / "data/criteria_data/criteria.jsonl"
     reports = read_jsonl(args.drb / f"data/test_data/cleaned_data/{args.system}.jsonl")
@@ -70,17 +93,28 @@ def main() -> None:
     args.run_dir.mkdir(parents=True, exist_ok=True)
     subset = args.run_dir / "reports.jsonl"
     subset.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in chosen), encoding="utf-8")
-    cfg = load_config(None, [f"llm.judge.n_ctx={args.n_ctx}", f"llm.judge.max_tokens={args.max_tokens}",
-                             "reward.concurrency=1", *args.set_])
+    sets = [f"llm.judge.n_ctx={args.n_ctx}", f"llm.judge.max_tokens={args.max_tokens}", "reward.concurrency=1",
+            *(["llm.judge.structured_retries=0"] if args.capture or args.answers else []), *args.set_]
     started = time.perf_counter()
+    if args.capture:
+        capture(args, sets, criteria, subset)
+        return
+    if args.answers:
+        judge = json.loads(args.answers.with_suffix(".judge.json").read_text(encoding="utf-8"))
+        sets += ["llm.judge.backend=replay", f"llm.judge.model={judge['model']}", f"llm.judge.api_base={judge['api_base']}",
+                 f"llm.replay_path={args.answers}", "llm.judge.temperature=0.0"]
+    cfg = load_config(None, sets)
     evaluate(cfg, criteria, subset, args.run_dir / "eval", asked=["race"], progress=False)
     wall = time.perf_counter() - started
     scores = read_run(args.run_dir / "eval")
     ids = [str(r["id"]) for r in chosen if str(r["id"]) in scores]
     scored = [i for i in ids if scores[i].get("race") is not None]
-    print(f"judge {cfg.llm.judge.model} (n_ctx {args.n_ctx}): {len(chosen)} tasks (the shortest report + criteria "
+    judge = f"answers of {args.answers}" if args.answers else f"judge {cfg.llm.judge.model} (n_ctx {args.n_ctx})"
+    print(f"{judge}: {len(chosen)} tasks (the shortest report + criteria "
           f"of {len(reports)}), {len(scored)} scored, {len(ids) - len(scored)} unscored; {wall:.0f} s this run")
-    if len(scored) >= 3:
+    if len(scored) >= 3 and len({scores[i]["race"] for i in scored}) == 1:
+        print(f"Spearman rho undefined: the judge gave all {len(scored)} scored tasks the same score")
+    elif len(scored) >= 3:
         got = spearman([scores[i]["race"] for i in scored], [published[i] for i in scored])  # type: ignore[misc]
         ci = "n/a" if got["ci_low"] is None else f"[{got['ci_low']:.2f}, {got['ci_high']:.2f}]"
         print(f"Spearman rho {got['rho']:.3f} over n={len(scored)} tasks, p={got['p']:.3f}, bootstrap 95% CI {ci}")
