@@ -66,7 +66,7 @@ def capture(args: argparse.Namespace, sets: list[str], criteria: Path, subset: P
         judge = {"model": "openai/judge", "api_base": server.api_base}
         cfg = load_config(None, [*sets, "llm.judge.backend=litellm", f"llm.judge.model={judge['model']}",
                                  f"llm.judge.api_base={judge['api_base']}", "llm.judge.temperature=0.0",
-                                 f"llm.record_path={args.capture}", "llm.cache_path=null"])
+                                 f"llm.record_path={args.capture}"])
         evaluate(cfg, criteria, subset, args.run_dir / "capture", asked=["race"], progress=False)
     args.capture.with_suffix(".judge.json").write_text(json.dumps(judge), encoding="utf-8")
     print(f"{sum(1 for _ in args.capture.open())} judge requests of {args.n} tasks -> {args.capture}")
