@@ -1,4 +1,4 @@
-"""The scripted HOTE loop of the ``train hote`` test and ``benchmarks/hote_cpu.py``: B = 4, G = 2, G' = 2,
+"""The scripted HOTE loop of the ``train hote`` test and ``benchmarks/selfplay_steps.py``: B = 4, G = 2, G' = 2,
 no-tool mode. The solver's scripted answers are good (even rows) or short (odd rows); the proposer writes
 "first" / "second" tasks. Judge (:data:`JUDGE`): real rubrics c1 (w 1) pass only good answers, c2 (w 0.5)
 every answer; the meta answer has 6 rubrics: Meta 1, 4, 5 pass good answers, Meta 2 good answers to the
