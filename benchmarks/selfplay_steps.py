@@ -3,8 +3,10 @@ CPU with tiny local Qwen2 policies (tests/support/tiny_qwen.py) whose tokens are
 (tests/support/training_fakes.ScriptedPolicy), judged by the embedded llama.cpp model or, for HOTE, a scripted
 judge with no latency (rubricforge.testing.FakeOpenAI, the whole-loop test's)::
 
-    .venv/bin/python benchmarks/selfplay_steps.py --loops hote,score --batches 4,8 --steps 3 \\
+    .venv/bin/python benchmarks/selfplay_steps.py --loops hote --batches 4,8 --group 2 --steps 2 \\
         --judge qwen2.5-coder-0.5b-instruct-q4 --max-tokens 256
+    .venv/bin/python benchmarks/selfplay_steps.py --loops score --batches 2,4 --group 2 --steps 2 \\
+        --judge qwen2.5-coder-0.5b-instruct-q4 --max-tokens 384
     .venv/bin/python benchmarks/selfplay_steps.py --loops hote --batches 8 --group 4 --steps 4  # scripted judge
 
 With ``--judge <embedded model>`` every LLM role (generator, verifier, judge) runs that packaged model in this
@@ -18,7 +20,8 @@ most ``--search-turns`` turns; the harness is rewritten every ``--harness-every`
 
 Per step: the wall time and its shares — generation (the policies' rollouts, tool calls included, and the
 proposer's / evaluator's generation), judging (the reward functions: rubric-bank updates, rubric verdicts,
-assessments; HOTE's meta rubrics; SCORE's harness), checkpoint (TRL's per-step save) and the update (the rest:
+assessments; HOTE's meta rubrics; SCORE's harness), checkpoint (HOTE's per-step TRL saves; SCORE's fall after TRL's
+step ends, outside the measured step) and the update (the rest:
 log-probabilities, loss, backward, optimiser; HOTE's proposer update and state) — and the LLM calls by stage: how
 many were asked, reached the model, were answered by the cache, re-asked after a failed validation, and failed
 validation for good. HOTE adds its own phases (solver step, proposer update, proposing, saving). The last line per
@@ -34,7 +37,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -57,7 +60,7 @@ class Clock:
     ``_generate`` calls ``_generate_single_turn``) is counted once."""
 
     def __init__(self) -> None:
-        self.seconds: Counter[str] = Counter()
+        self.seconds: defaultdict[str, float] = defaultdict(float)
         self._depth: Counter[str] = Counter()
         self._lock = threading.Lock()
 
@@ -79,10 +82,10 @@ class Clock:
 
         setattr(obj, name, timed)
 
-    def take(self) -> Counter[str]:
+    def take(self) -> dict[str, float]:
         """The seconds since the last ``take``."""
         with self._lock:
-            out, self.seconds = self.seconds, Counter()
+            out, self.seconds = self.seconds, defaultdict(float)
         return out
 
 
@@ -116,7 +119,7 @@ def calls_line(stages: dict[str, Counter[str]]) -> str:
     return f"LLM calls {sum(c['calls'] for c in stages.values())} (asked/model/cache/re-asked/failed: {', '.join(parts)})"
 
 
-def step_line(label: str, seconds: float, spent: Counter[str], stages: dict[str, Counter[str]], extra: str = "") -> dict[str, Any]:
+def step_line(label: str, seconds: float, spent: dict[str, float], stages: dict[str, Counter[str]], extra: str = "") -> dict[str, Any]:
     row = {"seconds": seconds, **{k: spent.get(k, 0.0) for k in SHARES[:3]}}
     row["update"] = seconds - sum(row[k] for k in SHARES[:3])
     row["calls"] = sum(c["calls"] for c in stages.values())
@@ -154,9 +157,6 @@ def run_hote(a: argparse.Namespace, batch: int, tmp: Path, model: Path) -> list[
 
     topics = ["oceans", "the crust", "the sky", "bees"]
     loop.QUERIES = [f"How does process number {i} of {topics[i % 4]} work?" for i in range(2 * batch)]
-    scripted = loop.turn
-    if a.judge != "scripted":
-        loop.turn = distinct(scripted)  # start() reads it
     dataset = loop.data(tmp)
     rows: list[dict[str, Any]] = []
     with FakeOpenAI(stages=loop.JUDGE, keep_requests=False) as server:
@@ -167,10 +167,8 @@ def run_hote(a: argparse.Namespace, batch: int, tmp: Path, model: Path) -> list[
         cfg["train"]["grpo_args"]["per_device_train_batch_size"] = batch * a.group
         if a.judge != "scripted":
             cfg["llm"] = embedded_llm(a.judge, a.max_tokens, tmp / "llm-cache.sqlite")
-        try:
-            run = loop.start(Config.model_validate(cfg), dataset, model)
-        finally:
-            loop.turn = scripted
+        policy = loop.turn if a.judge == "scripted" else distinct(loop.turn)
+        run = loop.start(Config.model_validate(cfg), dataset, model, policy)
         clock, calls = Clock(), Calls(run.client)
         for trainer in (run.solver, run.proposer):
             clock.wrap(trainer, "_generate", "generation")
@@ -217,7 +215,7 @@ def run_score(a: argparse.Namespace, batch: int, tmp: Path, model: Path) -> list
                    lambda context, row: SELECTION if "Dimension pool:" in context else writer(context, row))
     clock, calls = Clock(), Calls(run.client)
     for name, bucket in (("_generate", "generation"), ("_generate_single_turn", "generation"),
-                         ("_calculate_rewards", "judging"), ("_save_checkpoint", "checkpoint")):
+                         ("_calculate_rewards", "judging")):  # TRL saves after on_step_end: outside the step
         clock.wrap(trainer, name, bucket)
     clock.wrap(run.hooks, "finish", "judging")  # consistency and, every M steps, the harness
     rows: list[dict[str, Any]] = []
