@@ -1,4 +1,4 @@
-"""The scripted HOTE loop of the ``train hote`` test and ``benchmarks/hote_cpu.py``: B = 4, G = 2, G' = 2,
+"""The scripted HOTE loop of the ``train hote`` test and ``benchmarks/selfplay_steps.py``: B = 4, G = 2, G' = 2,
 no-tool mode. The solver's scripted answers are good (even rows) or short (odd rows); the proposer writes
 "first" / "second" tasks. Judge (:data:`JUDGE`): real rubrics c1 (w 1) pass only good answers, c2 (w 0.5)
 every answer; the meta answer has 6 rubrics: Meta 1, 4, 5 pass good answers, Meta 2 good answers to the
@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 from rubricforge.config import Config
 from rubricforge.testing import FakeOpenAI
@@ -31,14 +32,18 @@ def data(tmp_path: Path) -> Path:
 
 def verdict(body) -> str:
     user = body["messages"][-1]["content"]
-    rubric = re.search(r"<rubric>(.*?)</rubric>", user, re.S).group(1)
-    good = "evidence" in re.search(r"<response>(.*?)</response>", user, re.S).group(1)
-    first = "first" in re.search(r"<question>(.*?)</question>", user, re.S).group(1)
+
+    def tag(name: str) -> str:
+        found = re.search(rf"<{name}>(.*?)</{name}>", user, re.S)
+        assert found is not None, f"no <{name}> in the judge prompt"
+        return found.group(1)
+
+    rubric, good, first = tag("rubric"), "evidence" in tag("response"), "first" in tag("question")
     passed = {"Meta 3": True, "Is concise": True, "Meta 2": good and first}.get(rubric.split(":")[0], good)
     return json.dumps({"score": int(passed)})
 
 
-JUDGE = {"evolve_update": json.dumps({"positive_rubrics": [], "negative_rubrics": []}),
+JUDGE: dict[str, Any] = {"evolve_update": json.dumps({"positive_rubrics": [], "negative_rubrics": []}),
          "hote_meta": json.dumps({"rubrics": [{"title": f"Meta {i}", "description": f"Meta check {i}.", "weight": 1.0}
                                               for i in range(1, 7)]}),
          "hote": verdict}
@@ -61,11 +66,12 @@ def hote_cfg(tmp_path: Path, server: FakeOpenAI, steps: int) -> Config:
                                                  "per_device_train_batch_size": 8}}})
 
 
-def start(cfg: Config, dataset: Path, model: Path):
+def start(cfg: Config, dataset: Path, model: Path, policy=turn):
+    """The built run, both policies scripted by ``policy`` (default :func:`turn`)."""
     from rubricforge.training.hote import HoteRun
 
     run = HoteRun(cfg, dataset, str(model))
     run.build()
     for trainer in (run.solver, run.proposer):
-        ScriptedPolicy(trainer.model, trainer.processing_class, turn)
+        ScriptedPolicy(trainer.model, trainer.processing_class, policy)
     return run
