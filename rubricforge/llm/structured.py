@@ -62,7 +62,8 @@ _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 
 def extract_json(text: str) -> Any:
     """The first JSON object in ``text``: inside a ```json fence if there is one, else the first ``{...}``
-    that parses, ignoring leading and trailing prose. Raises ``ValueError`` when there is none."""
+    that parses, ignoring leading and trailing prose. Raises ``ValueError`` when there is none, or when the
+    answer was cut off (e.g. by ``max_tokens``) before its object closed: an object nested in it is no answer."""
     candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
     decoder = json.JSONDecoder()
     for chunk in candidates:
@@ -71,9 +72,37 @@ def extract_json(text: str) -> Any:
             try:
                 value, _ = decoder.raw_decode(chunk, start)
                 return value
-            except json.JSONDecodeError:
+            except json.JSONDecodeError as exc:
+                if _ends_early(chunk, exc) and not _closes(chunk, start):
+                    raise ValueError("the JSON answer is cut off before its closing brace "
+                                     "(too long for max_tokens?)") from None
                 start = chunk.find("{", start + 1)
     raise ValueError("no JSON object found in the answer")
+
+
+_TOKEN_TAIL = re.compile(r"[\w.+-]+")  # part of a number or of true / false / null
+
+
+def _ends_early(chunk: str, exc: json.JSONDecodeError) -> bool:
+    """Whether the decoder failed for want of more text: at the end (but for a partial number or literal), or
+    inside a string that never ends. A stray ``{`` in prose fails earlier, on what follows it."""
+    rest = chunk[exc.pos:].strip()
+    return exc.msg.startswith("Unterminated string") or not rest or _TOKEN_TAIL.fullmatch(rest) is not None
+
+
+def _closes(chunk: str, start: int) -> bool:
+    """Whether the ``{`` at ``start`` has its matching ``}`` in ``chunk`` (braces inside strings do not count)."""
+    depth, in_string, escaped = 0, False, False
+    for ch in chunk[start:]:
+        if in_string:
+            escaped, in_string = (False, True) if escaped else (ch == "\\", ch != '"')
+        elif ch == '"':
+            in_string = True
+        elif ch in "{}":
+            depth += 1 if ch == "{" else -1
+            if depth == 0:
+                return True
+    return False
 
 
 def parse(text: str, output: type[BaseModel]) -> tuple[BaseModel | None, str | None]:

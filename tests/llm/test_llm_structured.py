@@ -32,6 +32,39 @@ def test_extract_json_finds_the_first_object_despite_fences_and_prose(text):
     assert extract_json(text) == {"a": {"b": [1, 2]}}
 
 
+TRUNCATED = '{"positive_rubrics": [{"title": "a", "description": "x"}, {"title": "b", "desc'
+
+
+@pytest.mark.parametrize("text", [
+    TRUNCATED,
+    '```json\n{"positive_rubrics": [{"title": "a", "description": "x"}, {"title": "b", ',  # an unclosed fence
+    '{"positive_rubrics": [{"title": "a", "description": "x"}], "delete_ids": [\n  ',
+    '{"positive_rubrics": [{"title": "a", "description": "x"}], "weight": tru',  # inside a literal
+    '{"positive_rubrics": [{"title": "a", "description": "x"}], "weight": 0.',  # inside a number
+])
+def test_an_answer_cut_off_before_its_closing_brace_is_an_error_not_an_inner_object(text):
+    with pytest.raises(ValueError, match="cut off"):
+        extract_json(text)
+
+
+@pytest.mark.parametrize("text", ['Use {x} or {y: then {"a": 1}', 'Use { then {"a": 1}', '{"a": 1} and {"b": tru'])
+def test_a_stray_brace_in_prose_still_leaves_the_object_after_it(text):
+    assert extract_json(text) == {"a": 1}
+
+
+def test_a_cut_off_answer_fails_even_when_every_field_has_a_default(tmp_path):
+    from rubricforge.rubric_gen.bank import RubricUpdate
+
+    value, error = parse(TRUNCATED, RubricUpdate)
+    assert value is None and "cut off" in error
+    with FakeOpenAI([Reply(TRUNCATED), Reply(TRUNCATED)]) as server:
+        client = LLMClient(LLMConfig.model_validate(litellm_llm_config(tmp_path, server, structured_retries=1)))
+        res = asyncio.run(client.generate("judge", MSG, output=RubricUpdate, stage="evolve_update"))
+    assert not res.ok and res.value is None and "after 2 attempt(s)" in res.error and "cut off" in res.error
+    assert "cut off" in server.requests[1]["messages"][-1]["content"]  # the re-prompt says what went wrong
+    assert client.ledger.summary()["by_stage"]["evolve_update"]["failures"] == 1
+
+
 def test_parse_reports_what_is_wrong_without_urls_or_inputs():
     value, error = parse('{"capital": "Paris", "facts": ["one"]}', Answer)
     assert value is None and "facts" in error and "at least 2" in error and "http" not in error
