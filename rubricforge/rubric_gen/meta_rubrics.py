@@ -101,7 +101,7 @@ class MetaAnswer(BaseModel):
 async def meta_rubrics(client: LLMClient, combo: Sequence[tuple[str, Sequence[Weakness]]], step: int, group: int,
                        role: str = "judge") -> list[RubricItem] | None:
     """HOTE Eq. 4 for one combination (``(query, weaknesses)`` per task): M ≤ 5 meta rubrics, or None when the
-    judge call failed (the combination then proposes nothing this step)."""
+    judge call failed (the proposer, whose batch is all N combinations, then proposes nothing this step)."""
     tasks = "\n".join(_task_block(q, w) for q, w in combo)
     messages = PROMPTS.messages("hote_meta", tasks=tasks)
     got = await client.generate(role, messages, output=MetaAnswer, stage="hote_meta")

@@ -105,6 +105,7 @@ class StepRecord:
     proposer_rewards: list[float | None] = field(default_factory=list)
     judge_calls: dict[str, int] = field(default_factory=dict)
     invalid: list[str] = field(default_factory=list)
+    meta_failed: list[int] = field(default_factory=list)  # proposer groups whose meta call failed: no proposing
     seconds: float = 0.0
     phases: dict[str, float] = field(default_factory=dict)  # solver step, proposer update, proposing, saving
 
@@ -309,8 +310,10 @@ class HoteRun:
                     out.append(proposer_reward({m: judged.get(m, [None]) for m in g["meta_ids"]}))
         return out
 
-    def _propose(self, t: int, tasks: list[tuple[str, str]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """N combinations of S, their meta rubrics (Eq. 4), the proposer's rows (G′ per combination)."""
+    def _propose(self, t: int, tasks: list[tuple[str, str]],
+                 record: StepRecord) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """N combinations of S, their meta rubrics (Eq. 4), the proposer's rows (G′ per combination). The
+        proposer's batch is fixed (N × G′ rows): when a meta call failed, no rows (the step proposes nothing)."""
         h, e = self.cfg.hote, self.cfg.evolve
         combos = combinations([tid for tid, _ in tasks], h.combinations, h.combo_size, f"{h.seed}:combo:{t}")
         queries = dict(tasks)
@@ -322,12 +325,16 @@ class HoteRun:
 
         metas = self._on_loop(all_meta())
         self.calls["meta"] += len(combos)
+        kept = [meta for meta in metas if meta is not None]
+        record.meta_failed = [n for n, meta in enumerate(metas, 1) if meta is None]
+        if record.meta_failed:
+            log.warning("step %d: the meta rubrics of proposer group(s) %s failed; the proposer's batch is fixed "
+                        "(%d groups), so it proposes nothing this step", t, record.meta_failed, len(combos))
+            return [], []
         group_modes = step_modes([str(n) for n in range(1, len(combos) + 1)], t + 1, e.modes, e.no_tool_steps,
                                  e.tool_share, e.seed)
         groups, rows = [], []
-        for n, (combo, meta) in enumerate(zip(combos, metas, strict=True), 1):
-            if meta is None:
-                continue
+        for n, (combo, meta) in enumerate(zip(combos, kept, strict=True), 1):
             mode = group_modes[str(n)]
             prompt = proposer_messages([queries[c] for c in combo], meta, mode == TOOL)
             groups.append({"group": n, "mode": mode, "combo": list(combo), "prompt": prompt,
@@ -376,7 +383,7 @@ class HoteRun:
             self.proposer_worker.send(record.proposer_rewards)
             self.proposer_worker.wait("ready")
         lap("proposer_update")
-        groups, rows = self._propose(t, tasks)
+        groups, rows = self._propose(t, tasks, record)
         for tid in record.synthetic:  # solved and rewarded: its rubrics are no longer needed
             del self.bank.tasks[tid]
         self.generation = None
