@@ -21,12 +21,13 @@ for the proposals of step t is its generation at t, held (in its reward function
 answered them at t+1 — TRL's advantages, old log-probabilities and loss then apply unchanged. One process
 only (the reward needs whole groups; the two trainers share it).
 
-Saved after every step to ``<run_dir>/hote/state.json`` (atomic): the step, the rubric bank (a synthetic
-task leaves it once solved and rewarded), the synthetic tasks for the next step, the pending proposal groups
-with the proposer's generation (token ids); ``steps.jsonl`` gets the step's record; each trainer checkpoints
-every step under ``<run_dir>/hote/{solver,proposer}``. A run started again on the same run directory resumes
-from the last saved step with identical inputs (the last step's proposals wait there for a longer run; the
-held proposer step is replayed from the saved token ids). The policies end in ``<run_dir>/hote/*/final``.
+Saved after every step to ``<run_dir>/hote/state.json`` (atomic): the step, the proposer's update count (it lags
+after a step that proposed nothing because a meta call failed), the rubric bank (a synthetic task leaves it once
+solved and rewarded), the synthetic tasks for the next step, the pending proposal groups with the proposer's
+generation (token ids); ``steps.jsonl`` gets the step's record; each trainer checkpoints every step under
+``<run_dir>/hote/{solver,proposer}``. A run started again on the same run directory resumes from the last saved
+step with identical inputs (the last step's proposals wait there for a longer run; the held proposer step is
+replayed from the saved token ids). The policies end in ``<run_dir>/hote/*/final``.
 """
 
 from __future__ import annotations
@@ -136,6 +137,7 @@ class HoteRun:
         self.client = LLMClient(cfg.llm)
         self.judge = Judge(self.client, e.role)
         self.step = 0
+        self.proposer_updates = 0  # the proposer's GRPO steps so far (fewer than step - 1 after a step proposed nothing)
         self.synthetic: list[dict[str, Any]] = []  # tasks to solve next step: id, query, group, mode
         self.pending: list[dict[str, Any]] = []  # proposal groups of the last step: group, mode, meta ids, proposals
         self.generation: list[Any] | None = None  # the proposer's generation for ``pending`` (token ids)
@@ -152,8 +154,8 @@ class HoteRun:
     # -------------------------------------------------- state
 
     def state_dict(self) -> dict[str, Any]:
-        return {"step": self.step, "bank": self.bank.state_dict(), "synthetic": self.synthetic,
-                "pending": self.pending, "generation": self.generation}
+        return {"step": self.step, "proposer_updates": self.proposer_updates, "bank": self.bank.state_dict(),
+                "synthetic": self.synthetic, "pending": self.pending, "generation": self.generation}
 
     def save(self) -> None:
         atomic_write_json(self.dir / STATE, self.state_dict())
@@ -165,6 +167,7 @@ class HoteRun:
         state = json.loads(path.read_text(encoding="utf-8"))
         self.step, self.synthetic, self.pending = int(state["step"]), state["synthetic"], state["pending"]
         self.generation = state["generation"]
+        self.proposer_updates = int(state.get("proposer_updates", self.step - 1))  # a state saved before the count
         self.bank.load_state_dict(state["bank"])
         return True
 
@@ -382,6 +385,7 @@ class HoteRun:
             record.proposer_rewards = self._pending_rewards()
             self.proposer_worker.send(record.proposer_rewards)
             self.proposer_worker.wait("ready")
+            self.proposer_updates += 1
         lap("proposer_update")
         groups, rows = self._propose(t, tasks, record)
         for tid in record.synthetic:  # solved and rewarded: its rubrics are no longer needed
@@ -412,7 +416,7 @@ class HoteRun:
         if self.solver is None:
             self.build()
         records: list[StepRecord] = []
-        solver_from, proposer_from = self._checkpoint("solver", self.step), self._checkpoint("proposer", self.step - 1)
+        solver_from, proposer_from = self._checkpoint("solver", self.step), self._checkpoint("proposer", self.proposer_updates)
         try:
             self.solver_worker.start(lambda: self.solver.train(resume_from_checkpoint=solver_from))
             self.solver_worker.wait("ready")

@@ -109,7 +109,8 @@ def test_a_hybrid_hote_step_gives_tools_to_half_the_tasks(small_index_cfg, tiny_
 def test_a_failed_meta_call_skips_the_steps_proposing_instead_of_crashing(tiny_model, tmp_path, monkeypatch):
     """B = 8, G' = 2: N = 2 combinations per step. At step 1 the judge answers one combination's meta prompt (and
     its re-prompts) with invalid JSON: the proposer's batch (N x G' rows) is fixed, so that step proposes nothing,
-    step 2 solves 8 real tasks, and step 2 proposes again from both combinations."""
+    step 2 solves 8 real tasks, and step 2 proposes again from both combinations; a resume then finds the
+    proposer's checkpoint by its update count (one fewer than the steps before)."""
     import support.hote_loop as loop
 
     monkeypatch.setattr(loop, "QUERIES", loop.QUERIES + ["Why is the sky blue?", "How do vaccines train immunity?",
@@ -124,10 +125,14 @@ def test_a_failed_meta_call_skips_the_steps_proposing_instead_of_crashing(tiny_m
         cfg = hote_cfg(tmp_path, server, steps=2).model_dump(mode="json")
         cfg["hote"].update(batch_size=8, proposer_grpo_args={"per_device_train_batch_size": 4})
         cfg["train"]["grpo_args"]["per_device_train_batch_size"] = 16
-        run = start(Config.model_validate(cfg), loop.data(tmp_path), tiny_model)
+        dataset = loop.data(tmp_path)
+        run = start(Config.model_validate(cfg), dataset, tiny_model)
         step1, step2 = run.train()
+        cfg["hote"]["steps"] = 3  # a resume: the proposer has made no update yet (nothing to reward at step 2)
+        (step3,) = start(Config.model_validate(cfg), dataset, tiny_model).train()
     assert len(step1.meta_failed) == 1 and step1.judge_calls["meta"] == 2
     assert step2.synthetic == [] and len(step2.real) == 8 and step2.proposer_rewards == []
     assert step2.meta_failed == [] and len(run.synthetic) == 4  # both combinations proposed at step 2
     logged = [json.loads(line) for line in (tmp_path / "run" / "hote" / "steps.jsonl").read_text().splitlines()]
-    assert [r["meta_failed"] for r in logged] == [step1.meta_failed, []]
+    assert [r["meta_failed"] for r in logged] == [step1.meta_failed, [], []]
+    assert len(step3.synthetic) == 4 and len(step3.proposer_rewards) == 4  # step 2's proposals, rewarded
