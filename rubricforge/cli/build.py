@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Optional, cast
 
 import typer
 
-from rubricforge.cli.common import ConfigOpt, QuietOpt, SetOpt, VerboseOpt, console, end, cli_config, print_result
+from rubricforge.cli.common import ConfigOpt, QuietOpt, SetOpt, VerboseOpt, cli_config, finish
 from rubricforge.errors import UserError
 
 if TYPE_CHECKING:
@@ -76,8 +76,7 @@ def build(
                      verbose=verbose)  # an unknown executor: a UserError there
     notes = [f"open the viewer in a browser; rebuild it with `rubricforge view {result.summary.run_dir}`",
              *([STRONGER_MODEL] if cfg.llm.generator.backend == "local" else [])]
-    print_result(result, notes if source == "tree" else [])
-    end(result.summary.status)
+    finish(result, notes if source == "tree" else [])
 
 
 def _report_rows(cfg: Config, queries: Path | None, race_rubrics: Path | None, limit: int | None, form: str,
@@ -90,11 +89,8 @@ def _report_rows(cfg: Config, queries: Path | None, race_rubrics: Path | None, l
         raise UserError("--source report needs --queries", "pass a JSONL of {id, query}")
     _preflight(cfg, ["generator"], run_dir=cfg.run_dir)
     forms = ("short", "long") if form == "both" else (form,)
-    r = build_report_data(cfg, queries, race_rubrics, limit, progress=not quiet, forms=forms,
-                          mams=MamsConfig(tool_budget=tool_budget))
-    failed = ", ".join(f"{k} {v}" for k, v in r.failed.items()) or "none"
-    console().print(f"{r.rows} {'/'.join(forms)}-form rows for {r.queries} queries (failed: {failed}) -> {r.out}")
-    end(r.status)
+    finish(build_report_data(cfg, queries, race_rubrics, limit, progress=not quiet, forms=forms,
+                             mams=MamsConfig(tool_budget=tool_budget)))
 
 
 def _preflight(cfg: Config, roles: list[str], run_dir: str) -> None:

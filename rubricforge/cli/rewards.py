@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from rubricforge.cli.common import ConfigOpt, DatasetOpt, QuietOpt, SetOpt, console, end, fmt, cli_config, table
+from rubricforge.cli.common import ConfigOpt, DatasetOpt, QuietOpt, SetOpt, console, finish, fmt, cli_config, table
 
 app = typer.Typer(no_args_is_help=True, help="Score agent responses with rubricforge's rewards; audit the judge.")
 ResponsesOpt = Annotated[Path, typer.Option("--responses", "-r", help='JSONL of {"id", "response", "snippets"?}.')]
@@ -29,20 +29,12 @@ def reward_score(
     from rubricforge.rewards.registry import GROUPS
 
     names = GROUPS.get(rewards) or tuple(n.strip() for n in rewards.split(",") if n.strip())
-    summary = score_responses(cli_config(config, set_), dataset, responses, names, out, progress=not quiet)
+    result = score_responses(cli_config(config, set_), dataset, responses, names, out, progress=not quiet)
     rows = table("reward", "mean", "min", "max", "scored", "unscored")
-    for name, s in summary.rewards.items():
+    for name, s in result.summary.rewards.items():
         rows.add_row(name, *(fmt(s[k]) for k in ("mean", "min", "max")), str(s["scored"]), str(s["unscored"]))
-    say = console()
-    say.print(rows)
-    say.print(f"{summary.responses} responses ({summary.scored_now} scored now) -> {summary.out}")
-    if summary.rejects.get("total"):
-        say.print(f"[yellow]skipped {summary.rejects['total']} bad lines[/yellow]: {summary.rejects['file']}")
-    if summary.no_known_tags:
-        say.print(f"[yellow]{summary.no_known_tags} responses hold no known tags[/yellow] (<think>, <answer>, "
-                  "<tool_call>/<tool_response> or DR Tulu's <call_tool>/<tool_output>): no answer was found, so "
-                  "their answer-based rewards are 0")
-    end(summary.status)
+    console().print(rows)
+    finish(result)
 
 
 @app.command("audit")

@@ -21,6 +21,7 @@ from rubricforge.agent.tasks import training_rows
 from rubricforge.config import Config
 from rubricforge.corpora.rejects import Rejects
 from rubricforge.extras import needs
+from rubricforge.jobs.base import JobResult, job_result
 from rubricforge.jobs.reward_score import default_out, score_responses
 from rubricforge.rewards.inputs import load_responses
 from rubricforge.rundir import StageLog, atomic_write_text
@@ -36,6 +37,10 @@ class PairsSummary:
     without_pair: int  # questions with an empty D+ or D-
     status: str = "complete"  # or the scoring's "stopped: <why>" (a budget stop: pairs of what is scored)
 
+    def lines(self) -> list[str]:
+        return [f"{self.pairs} pairs from {self.prompts} questions ({self.scored} scored rollouts, {self.unscored} "
+                f"unscored, {self.without_pair} questions without a pair) -> {self.out}"]
+
 
 def select_pairs(scored: list[tuple[float, Any]], high: float, low: float, k: int) -> list[tuple[tuple[float, Any], tuple[float, Any]]]:
     """Up to ``k`` (chosen, rejected): D+ from best down, paired with D- from worst up."""
@@ -49,7 +54,9 @@ def as_messages(completion: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def build_pairs(cfg: Config, dataset: str | Path, rollouts: str | Path, out: str | Path,
-                scores: str | Path | None = None, progress: bool = False) -> PairsSummary:
+                scores: str | Path | None = None, progress: bool = False) -> JobResult:
+    """The pairs of ``rollouts`` (scored now unless ``scores`` is given) in ``out`` (the payload:
+    :class:`PairsSummary`)."""
     with needs("train"):
         from datasets import Dataset, Features, Json, List, Value
 
@@ -80,5 +87,6 @@ def build_pairs(cfg: Config, dataset: str | Path, rollouts: str | Path, out: str
     Dataset.from_list(rows, features=features).save_to_disk(str(out))
     atomic_write_text(out / "pairs.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     paired = {r["id"] for r in rows}
-    return PairsSummary(str(out), len(by_id), len(rows), sum(map(len, by_id.values())), unscored,
-                        len(set(by_id) - paired), status)
+    summary = PairsSummary(str(out), len(by_id), len(rows), sum(map(len, by_id.values())), unscored,
+                           len(set(by_id) - paired), status)
+    return job_result(summary, out, out.with_name(f"{out.name}.run"))

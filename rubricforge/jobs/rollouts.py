@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from rubricforge.agent.tasks import training_rows
 from rubricforge.config import Config
 from rubricforge.errors import UserError
+from rubricforge.jobs.base import JobResult, job_result
 from rubricforge.jobs.items import ItemJob
 from rubricforge.rundir import StageLog
 
@@ -50,11 +51,16 @@ class SampleSummary:
     tool_calls: int
     status: str = "complete"
 
+    def lines(self) -> list[str]:
+        return [f"{self.trajectories} trajectories ({self.sampled_now} sampled now, {self.tool_calls} tool calls) -> "
+                f"{self.out}"]
+
 
 def sample_rollouts(cfg: Config, dataset: str | Path, out: str | Path, sampler: Callable[[], Any],
-                    limit: int | None = None, progress: bool = False, workflow: str = "react") -> SampleSummary:
+                    limit: int | None = None, progress: bool = False, workflow: str = "react") -> JobResult:
     """Trajectories for the first ``limit`` questions of ``dataset``, appended to ``out``. ``sampler()`` makes the
-    model (``turn(messages, tools)``, and ``text(messages)`` for MaMs); it is called only when a question is left."""
+    model (``turn(messages, tools)``, and ``text(messages)`` for MaMs); it is called only when a question is left.
+    The payload: :class:`SampleSummary`."""
     if workflow not in WORKFLOWS:
         raise UserError(f"unknown workflow '{workflow}'", "use react (App. D agent) or mams (Prefs MaMs)")
     rows = training_rows(dataset, [])[:limit]
@@ -63,7 +69,8 @@ def sample_rollouts(cfg: Config, dataset: str | Path, out: str | Path, sampler: 
     if job.pending(items):  # before the progress bar: a model or index that cannot load is one line, no bar
         job.load()
     stats = asyncio.run(job.arun(items, progress))
-    return SampleSummary(str(job.log.path), len(job.log), stats.done_now, job.tool_calls, stats.status)
+    summary = SampleSummary(str(job.log.path), len(job.log), stats.done_now, job.tool_calls, stats.status)
+    return job_result(summary, summary.out, job.log.path.with_name(f"{job.log.path.stem}.run"))
 
 
 class _RolloutJob(ItemJob[tuple[dict[str, Any], int]]):
