@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -101,6 +101,26 @@ def check_push(push_to_hub: str | None) -> None:
 
     if push_to_hub is not None:
         check(push_to_hub)
+
+
+BUILD_ROLES = ("generator", "verifier")  # the LLM roles the tree and KG builds call
+
+
+def preflight(cfg: Config, roles: Sequence[str], run_dir: str, push_to_hub: str | None = None) -> None:
+    """A job's configuration mistakes end here, before any work (a UserError): the Hub repo and token, the run
+    directory, a mistyped index folder, the LLM ``roles`` (cache path, keys, models, api_base;
+    :func:`rubricforge.llm.check.preflight`). ``cfg`` as the user gave it (not yet :func:`on_driver`'s)."""
+    from rubricforge.llm.check import preflight as check_roles
+    from rubricforge.rundir import check_writable_dir
+
+    check_push(push_to_hub)
+    check_writable_dir(run_dir, "run directory", "--run-dir (or --set run_dir=...)")
+    index_dir = cfg.tools.index_dir
+    if index_dir and cfg.corpus.source == "default" and not Path(index_dir).exists():
+        raise UserError(f"tools.index_dir {index_dir} does not exist (and corpus.source is the default corpus)",
+                        "fix the path, or build an index there first: rubricforge corpus build --out "
+                        f"{index_dir} [--source ... --path ...]")
+    check_roles(cfg.llm, list(roles))
 
 
 # ---------------------------------------------------------------- how a job ends

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from rubricforge.agent.mams import MamsConfig
 from rubricforge.config import Config
 from rubricforge.errors import UserError, require_file
-from rubricforge.jobs.base import JobResult, job_result
+from rubricforge.jobs.base import JobResult, job_result, preflight
 from rubricforge.jobs.items import ItemJob
 from rubricforge.pipelines.prompting import prompt_hashes, render
 from rubricforge.rubric_gen.race import generate_race_rubrics
@@ -145,6 +145,7 @@ def build_report_data(cfg: Config, queries: str | Path, race_file: str | Path | 
     trajectory's budgets (default: the paper's). The payload: :class:`ReportDataSummary`."""
     if unknown := [f for f in forms if f not in FORMS]:
         raise UserError(f"unknown report form '{unknown[0]}'", "use --form short, long or both")
+    preflight(cfg, _ReportJob.roles, cfg.run_dir)
     items = _queries(Path(queries))[:limit]
     given = read_race_file(race_file) if race_file else {}
     run = RunDir(Path(cfg.run_dir) / "report", "report")
