@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
+from rubricforge.text import fmt as fmt  # the commands' number format
+
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
@@ -48,11 +50,6 @@ def table(*columns: str) -> Table:
     for c in columns:
         out.add_column(c)
     return out
-
-
-def fmt(x: float | None) -> str:
-    """A metric with three decimals; ``-`` when there is none."""
-    return "-" if x is None else f"{x:.3f}"
 
 
 def finish(result: JobResult, notes: Sequence[str] = ()) -> None:

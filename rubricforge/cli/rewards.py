@@ -45,30 +45,15 @@ def reward_audit(
     set_: SetOpt = None,
     repeats: Annotated[int, typer.Option(min=2, help="Independent samples of the judge per criterion.")] = 3,
     second_judge: Annotated[str, typer.Option(help="The LLM role compared with the judge.")] = "verifier",
-    out: Annotated[Optional[Path], typer.Option(help="Write the full report (JSON) here.")] = None,
+    out: Annotated[Optional[Path], typer.Option(help="Write the full report (JSON) here (default: report.json in "
+                                                "the run directory <responses>.audit.run/).")] = None,
 ) -> None:
-    """Score the same responses several times and with two judges; print variance and agreement."""
-    import json
+    """Score the same responses several times and with two judges; print variance and agreement (resumable)."""
+    from rubricforge.jobs.reward_audit import audit_rewards
 
-    from rubricforge.rewards.audit import run_audit
-
-    report = run_audit(cli_config(config, set_), dataset, responses, repeats, second_judge)
-    say = console()
-    v = report.variance
-    say.print(f"judge {report.judge} vs {report.second_judge}: {report.responses} responses "
-              f"({report.skipped_no_answer} without an answer), {report.criteria} criteria, {report.repeats} repeats")
-    say.print(f"repeat variance (0–4 scale): mean {fmt(v['mean'])}, max {fmt(v['max'])}, "
-              f"criteria with disagreeing repeats {fmt(v['disagreeing_share'])}")
+    result = audit_rewards(cli_config(config, set_), dataset, responses, repeats, second_judge, out)
     rows = table("comparison", "pairs", "exact", "kappa (quadratic)", "spearman")
-    for name, a in report.agreement.items():
+    for name, a in result.summary.agreement.items():
         rows.add_row(name, str(a["pairs"]), fmt(a["exact"]), fmt(a["kappa_quadratic"]), fmt(a["spearman"]))
-    say.print(rows)
-    say.print(f"rubric reward spearman (judge vs second judge): "
-              f"{fmt(report.agreement['judge_vs_second_judge']['reward_spearman'])}; unscored calls {report.unscored}")
-    if out is not None:
-        from dataclasses import asdict
-
-        from rubricforge.rundir import atomic_write_text
-
-        atomic_write_text(out, json.dumps(asdict(report), indent=2) + "\n")
-        say.print(f"report: {out}")
+    console().print(rows)
+    finish(result)
