@@ -8,7 +8,8 @@ The public API; every name is imported on first use, so ``import rubricforge`` s
     result = rf.build_dataset(cfg)            # evidence-tree dataset (DeepRubric): JobResult
     kg = rf.build_kg_dataset(cfg)             # knowledge-graph multi-hop dataset (MindDR): JobResult
     result = rf.run_job("tree", cfg, executor="prefect")   # the same job as its Prefect flow (as the CLI runs it)
-    summary = rf.score_responses(cfg, "data.jsonl", "responses.jsonl", ["composite"])   # ScoreSummary
+    scored = rf.score_responses(cfg, "data.jsonl", "responses.jsonl", ["composite"])   # a JobResult, as every
+                                              # job returns: .status, .out, .run_dir, .summary (a ScoreSummary)
     result = await rf.abuild_dataset(cfg)     # the async twins (abuild_kg_dataset, ascore_responses) run a
                                               # job in a worker thread: notebooks and async trainers
 

@@ -20,7 +20,6 @@ from rubricforge.errors import UserError
 if TYPE_CHECKING:
     from rubricforge.config import Config
     from rubricforge.jobs.base import JobResult
-    from rubricforge.jobs.reward_score import ScoreSummary
 
 
 Executor = Literal["local", "prefect"]
@@ -66,7 +65,7 @@ async def abuild_kg_dataset(cfg: Config, progress: bool = True, push_to_hub: str
 
 
 async def ascore_responses(cfg: Config, dataset: str | Path, responses: str | Path, names: Sequence[str],
-                           out: str | Path | None = None, progress: bool = True) -> ScoreSummary:
+                           out: str | Path | None = None, progress: bool = True) -> JobResult:
     """:func:`rubricforge.jobs.reward_score.score_responses` (score a JSONL of responses, resumably), awaitable."""
     from rubricforge.jobs.reward_score import score_responses
 

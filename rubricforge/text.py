@@ -28,6 +28,11 @@ _ABBREVIATION = re.compile(r"(?:\b[A-Z]|\b(?:[A-Za-z]\.)+[A-Za-z]|\b(?:No|Co|Mt|
                            r"|eq|eqs|et|al|approx|vol|pp))\.$")
 
 
+def fmt(x: float | None) -> str:
+    """A metric with three decimals; ``-`` when there is none."""
+    return "-" if x is None else f"{x:.3f}"
+
+
 def sentence_spans(text: str, *, markdown: bool = False) -> list[tuple[int, int]]:
     """``(start, end)`` of each sentence of ``text``, surrounding whitespace excluded, blank ones skipped.
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Optional, cast
 
 import typer
 
-from rubricforge.cli.common import ConfigOpt, QuietOpt, SetOpt, VerboseOpt, console, end, cli_config, print_result
+from rubricforge.cli.common import ConfigOpt, QuietOpt, SetOpt, VerboseOpt, cli_config, finish
 from rubricforge.errors import UserError
 
 if TYPE_CHECKING:
@@ -69,15 +69,12 @@ def build(
         _report_rows(cfg, queries, race_rubrics, limit, form, tool_budget, quiet)
         return
     from rubricforge.api import Executor, run_job
-    from rubricforge.jobs.kg import kg_config
 
-    _preflight(cfg, ["generator", "verifier"], run_dir=(cfg if source == "tree" else kg_config(cfg)).run_dir)
     result = run_job(source, cfg, cast(Executor, executor), progress=not quiet, push_to_hub=push_to_hub,
                      verbose=verbose)  # an unknown executor: a UserError there
     notes = [f"open the viewer in a browser; rebuild it with `rubricforge view {result.summary.run_dir}`",
              *([STRONGER_MODEL] if cfg.llm.generator.backend == "local" else [])]
-    print_result(result, notes if source == "tree" else [])
-    end(result.summary.status)
+    finish(result, notes if source == "tree" else [])
 
 
 def _report_rows(cfg: Config, queries: Path | None, race_rubrics: Path | None, limit: int | None, form: str,
@@ -88,28 +85,9 @@ def _report_rows(cfg: Config, queries: Path | None, race_rubrics: Path | None, l
 
     if queries is None:
         raise UserError("--source report needs --queries", "pass a JSONL of {id, query}")
-    _preflight(cfg, ["generator"], run_dir=cfg.run_dir)
     forms = ("short", "long") if form == "both" else (form,)
-    r = build_report_data(cfg, queries, race_rubrics, limit, progress=not quiet, forms=forms,
-                          mams=MamsConfig(tool_budget=tool_budget))
-    failed = ", ".join(f"{k} {v}" for k, v in r.failed.items()) or "none"
-    console().print(f"{r.rows} {'/'.join(forms)}-form rows for {r.queries} queries (failed: {failed}) -> {r.out}")
-    end(r.status)
-
-
-def _preflight(cfg: Config, roles: list[str], run_dir: str) -> None:
-    """Configuration mistakes end here, before any work: the run directory, a mistyped index folder, the
-    LLM roles (cache path, keys, models, api_base; :func:`rubricforge.llm.check.preflight`)."""
-    from rubricforge.llm.check import preflight
-    from rubricforge.rundir import check_writable_dir
-
-    check_writable_dir(run_dir, "run directory", "--run-dir (or --set run_dir=...)")
-    index_dir = cfg.tools.index_dir
-    if index_dir and cfg.corpus.source == "default" and not Path(index_dir).exists():
-        raise UserError(f"tools.index_dir {index_dir} does not exist (and corpus.source is the default corpus)",
-                        "fix the path, or build an index there first: rubricforge corpus build --out "
-                        f"{index_dir} [--source ... --path ...]")
-    preflight(cfg.llm, roles)
+    finish(build_report_data(cfg, queries, race_rubrics, limit, progress=not quiet, forms=forms,
+                             mams=MamsConfig(tool_budget=tool_budget)))
 
 
 def view(run_dir: Annotated[Path, typer.Argument(help="A run directory written by `rubricforge build`.")]) -> None:

@@ -1,5 +1,5 @@
 """What every command group shares: the common options, the config from ``--config`` / ``--set`` / flags, the
-console helpers (tables, numbers, a job's result lines) and how a job's command ends (:func:`end`)."""
+console helpers (tables, numbers) and how a job's command ends (:func:`finish`: its result's lines, the exit code)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
+
+from rubricforge.text import fmt as fmt  # the commands' number format
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -50,33 +52,25 @@ def table(*columns: str) -> Table:
     return out
 
 
-def fmt(x: float | None) -> str:
-    """A metric with three decimals; ``-`` when there is none."""
-    return "-" if x is None else f"{x:.3f}"
-
-
-def print_result(result: JobResult, notes: Sequence[str] = ()) -> None:
-    """A job's :meth:`~rubricforge.jobs.base.JobResult.lines`, its status coloured and its summary's warnings
-    after the call line, then ``notes``."""
+def finish(result: JobResult, notes: Sequence[str] = ()) -> None:
+    """How every job's command ends: the result's :meth:`~rubricforge.jobs.base.JobResult.lines` (the line that
+    starts with its status coloured by it), its summary's warnings, then ``notes``; after a budget stop (the one
+    rule, :mod:`rubricforge.jobs.base`) it says so and exits :data:`~rubricforge.jobs.base.STOPPED_EXIT`, the
+    finished work already written out."""
     from rich.text import Text
 
-    status = result.summary.status
-    head, call, *rest = result.lines()
-    out = console()
-    out.print(Text(status, style="green" if status == "complete" else "yellow") + Text(head.removeprefix(status)))
-    out.print(Text(call))
-    for warning in getattr(result.summary, "warnings", []):
-        out.print(Text("warning:", style="yellow") + Text(f" {warning}"))
-    for line in (*rest, *notes):
-        out.print(Text(line))
-
-
-def end(status: str) -> None:
-    """After a job's summary: a budget stop (the one rule, :mod:`rubricforge.jobs.base`) says so and exits
-    :data:`~rubricforge.jobs.base.STOPPED_EXIT`; the finished work is already written out."""
     from rubricforge.jobs.base import STOPPED_EXIT
 
+    status, out = result.status, console()
+    style = "green" if status == "complete" else "yellow"
+    for line in result.lines():
+        text = Text(status, style=style) + Text(line.removeprefix(status)) if line.startswith(status) else Text(line)
+        out.print(text, soft_wrap=True)
+    for warning in getattr(result.summary, "warnings", []):
+        out.print(Text("warning:", style="yellow") + Text(f" {warning}"), soft_wrap=True)
+    for line in notes:
+        out.print(Text(line), soft_wrap=True)
     if status.startswith("stopped"):
-        console().print(f"{status}; finished work is kept and written out: run the same command with a larger "
-                        "budget to resume", style="yellow", markup=False, highlight=False, soft_wrap=True)
+        out.print(f"{status}; finished work is kept and written out: run the same command with a larger "
+                  "budget to resume", style="yellow", markup=False, highlight=False, soft_wrap=True)
         raise SystemExit(STOPPED_EXIT)

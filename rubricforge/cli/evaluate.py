@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from rubricforge.cli.common import ConfigOpt, QuietOpt, SetOpt, console, end, fmt, cli_config, table
+from rubricforge.cli.common import ConfigOpt, QuietOpt, SetOpt, console, finish, fmt, cli_config, table
 from rubricforge.errors import UserError
 
 app = typer.Typer(no_args_is_help=True, invoke_without_command=True,
@@ -66,24 +66,15 @@ def eval_run(
         agent_cfg = load_agent_config(agent)
     asked = [s.strip() for s in (scorers or "").split(",") if s.strip()]
     folder = run_dir or Path("runs/eval") / (reports.stem if reports else Path(agent_cfg.model).name)  # type: ignore[union-attr]
-    s = evaluate(cli_config(config, set_), tasks, reports, folder, references, asked, resamples, seed,
-                 progress=not quiet, agent=agent_cfg, split=split, limit=limit, sampler=Sampler,
-                 announce=lambda line: say.print(line, markup=False, highlight=False, soft_wrap=True))
+    result = evaluate(cli_config(config, set_), tasks, reports, folder, references, asked, resamples, seed,
+                      progress=not quiet, agent=agent_cfg, split=split, limit=limit, sampler=Sampler,
+                      announce=lambda line: say.print(line, markup=False, highlight=False, soft_wrap=True))
     rows = table("metric", "n", "unscored", "mean", "95% CI")
-    for name, m in s.metrics.items():
+    for name, m in result.summary.metrics.items():
         rows.add_row(name, str(m["n"]), str(m["unscored"]), fmt(m["mean"]),
                      f"[{fmt(m['ci_low'])}, {fmt(m['ci_high'])}]")
     say.print(rows)
-    if s.agent:
-        say.print(f"agent {s.agent['model']} ({s.agent['episode']}): {s.agent['made_now']} reports made now, "
-                  f"{s.agent['calls_per_task']:.1f} calls and {s.agent['tool_calls_per_task']:.1f} tool calls "
-                  f"per task", markup=False, highlight=False, soft_wrap=True)
-    say.print(f"{s.status}: {s.reports} of {s.tasks} tasks have a report ({s.scored_now} scored now); "
-              f"judge {s.judge_model}", markup=False, highlight=False, soft_wrap=True)
-    if s.rejects.get("total"):
-        say.print(f"skipped {s.rejects['total']} report lines: {s.rejects['file']}", markup=False, soft_wrap=True)
-    say.print(f"report: {s.report}", markup=False, highlight=False, soft_wrap=True)
-    end(s.status)
+    finish(result)
 
 
 @app.command("compare")

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from rubricforge.cli.common import ConfigOpt, QuietOpt, SetOpt, cli_config, console, end, fmt, table
+from rubricforge.cli.common import ConfigOpt, QuietOpt, SetOpt, cli_config, console, finish, fmt, table
 
 app = typer.Typer(no_args_is_help=True, help="Check the LLM judge against human labels (balanced accuracy per "
                                              "rubric category, per-call vs batched judging).")
@@ -30,8 +30,9 @@ def judge_audit(
     per rubric category for both, the difference, and the calls and tokens each took (resumable: run it again)."""
     from rubricforge.jobs.judge_audit import MODES, audit_judge
 
-    s = audit_judge(cli_config(config, set_), labels, run_dir or Path("runs/judge-audit") / labels.stem, covered_at,
-                    progress=not quiet)
+    result = audit_judge(cli_config(config, set_), labels, run_dir or Path("runs/judge-audit") / labels.stem,
+                         covered_at, progress=not quiet)
+    s = result.summary
     one, batched = (s.modes[m] for m in MODES)
     rows = table("category", "points", "covered", "per call", "batched", "Δ batched")
     for name, v in one["categories"].items():
@@ -41,14 +42,5 @@ def judge_audit(
                  fmt(one["overall"]["balanced_accuracy"]), fmt(batched["overall"]["balanced_accuracy"]),
                  fmt(s.delta["overall"]))
     rows.add_row("category mean", "", "", fmt(one["macro"]), fmt(batched["macro"]), fmt(s.delta["macro"]))
-    say = console()
-    say.print(rows)
-    for mode in MODES:
-        m = s.modes[mode]
-        say.print(f"{mode}: {m['calls']} judge calls ({m['calls_per_report']:.1f} per report), "
-                  f"{m['tokens']['prompt_tokens']} prompt + {m['tokens']['completion_tokens']} completion tokens "
-                  f"(uncached requests: {m['tokens']['requests']}), unscored points: {m['overall']['unscored']}",
-                  markup=False, highlight=False, soft_wrap=True)
-    say.print(f"{s.status}: {s.reports} reports, {s.points} points, judge {s.judge_model} (covered = score >= "
-              f"{s.covered_at}) -> {s.run_dir}/summary.json", markup=False, highlight=False, soft_wrap=True)
-    end(s.status)
+    console().print(rows)
+    finish(result)

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from rubricforge.cli.common import ConfigOpt, DatasetOpt, QuietOpt, SetOpt, console, end, fmt, cli_config, table
+from rubricforge.cli.common import ConfigOpt, DatasetOpt, QuietOpt, SetOpt, console, finish, fmt, cli_config, table
 
 app = typer.Typer(no_args_is_help=True, help="Score agent responses with rubricforge's rewards; audit the judge.")
 ResponsesOpt = Annotated[Path, typer.Option("--responses", "-r", help='JSONL of {"id", "response", "snippets"?}.')]
@@ -29,20 +29,12 @@ def reward_score(
     from rubricforge.rewards.registry import GROUPS
 
     names = GROUPS.get(rewards) or tuple(n.strip() for n in rewards.split(",") if n.strip())
-    summary = score_responses(cli_config(config, set_), dataset, responses, names, out, progress=not quiet)
+    result = score_responses(cli_config(config, set_), dataset, responses, names, out, progress=not quiet)
     rows = table("reward", "mean", "min", "max", "scored", "unscored")
-    for name, s in summary.rewards.items():
+    for name, s in result.summary.rewards.items():
         rows.add_row(name, *(fmt(s[k]) for k in ("mean", "min", "max")), str(s["scored"]), str(s["unscored"]))
-    say = console()
-    say.print(rows)
-    say.print(f"{summary.responses} responses ({summary.scored_now} scored now) -> {summary.out}")
-    if summary.rejects.get("total"):
-        say.print(f"[yellow]skipped {summary.rejects['total']} bad lines[/yellow]: {summary.rejects['file']}")
-    if summary.no_known_tags:
-        say.print(f"[yellow]{summary.no_known_tags} responses hold no known tags[/yellow] (<think>, <answer>, "
-                  "<tool_call>/<tool_response> or DR Tulu's <call_tool>/<tool_output>): no answer was found, so "
-                  "their answer-based rewards are 0")
-    end(summary.status)
+    console().print(rows)
+    finish(result)
 
 
 @app.command("audit")
@@ -53,30 +45,15 @@ def reward_audit(
     set_: SetOpt = None,
     repeats: Annotated[int, typer.Option(min=2, help="Independent samples of the judge per criterion.")] = 3,
     second_judge: Annotated[str, typer.Option(help="The LLM role compared with the judge.")] = "verifier",
-    out: Annotated[Optional[Path], typer.Option(help="Write the full report (JSON) here.")] = None,
+    out: Annotated[Optional[Path], typer.Option(help="Write the full report (JSON) here (default: report.json in "
+                                                "the run directory <responses>.audit.run/).")] = None,
 ) -> None:
-    """Score the same responses several times and with two judges; print variance and agreement."""
-    import json
+    """Score the same responses several times and with two judges; print variance and agreement (resumable)."""
+    from rubricforge.jobs.reward_audit import audit_rewards
 
-    from rubricforge.rewards.audit import run_audit
-
-    report = run_audit(cli_config(config, set_), dataset, responses, repeats, second_judge)
-    say = console()
-    v = report.variance
-    say.print(f"judge {report.judge} vs {report.second_judge}: {report.responses} responses "
-              f"({report.skipped_no_answer} without an answer), {report.criteria} criteria, {report.repeats} repeats")
-    say.print(f"repeat variance (0–4 scale): mean {fmt(v['mean'])}, max {fmt(v['max'])}, "
-              f"criteria with disagreeing repeats {fmt(v['disagreeing_share'])}")
+    result = audit_rewards(cli_config(config, set_), dataset, responses, repeats, second_judge, out)
     rows = table("comparison", "pairs", "exact", "kappa (quadratic)", "spearman")
-    for name, a in report.agreement.items():
+    for name, a in result.summary.agreement.items():
         rows.add_row(name, str(a["pairs"]), fmt(a["exact"]), fmt(a["kappa_quadratic"]), fmt(a["spearman"]))
-    say.print(rows)
-    say.print(f"rubric reward spearman (judge vs second judge): "
-              f"{fmt(report.agreement['judge_vs_second_judge']['reward_spearman'])}; unscored calls {report.unscored}")
-    if out is not None:
-        from dataclasses import asdict
-
-        from rubricforge.rundir import atomic_write_text
-
-        atomic_write_text(out, json.dumps(asdict(report), indent=2) + "\n")
-        say.print(f"report: {out}")
+    console().print(rows)
+    finish(result)

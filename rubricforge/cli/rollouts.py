@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from rubricforge.cli.common import ConfigOpt, DatasetOpt, ModelOpt, SetOpt, console, end, cli_config
+from rubricforge.cli.common import ConfigOpt, DatasetOpt, ModelOpt, SetOpt, cli_config, finish
 
 app = typer.Typer(no_args_is_help=True, help="Run a model with the tools over dataset questions.")
 
@@ -29,6 +29,4 @@ def rollouts_sample(
     from rubricforge.training.rollouts import Sampler
 
     cfg = cli_config(config, set_, **{"train.rollouts_per_prompt": n})
-    s = sample_rollouts(cfg, dataset, out, lambda: Sampler(model, cfg), limit, progress=True, workflow=workflow)
-    console().print(f"{s.trajectories} trajectories ({s.sampled_now} sampled now, {s.tool_calls} tool calls) -> {s.out}")
-    end(s.status)
+    finish(sample_rollouts(cfg, dataset, out, lambda: Sampler(model, cfg), limit, progress=True, workflow=workflow))

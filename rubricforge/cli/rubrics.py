@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from rubricforge.cli.common import ConfigOpt, DatasetOpt, QuietOpt, SetOpt, console, end, cli_config, table
+from rubricforge.cli.common import ConfigOpt, DatasetOpt, QuietOpt, SetOpt, console, finish, cli_config, table
 
 app = typer.Typer(no_args_is_help=True, help="Measure rubric sources against preference pairs; generate rubrics.")
 
@@ -35,16 +35,10 @@ def rubrics_eval(
     result = evaluate(cli_config(config, set_, run_dir=run_dir), pairs, sources, split, race_rubrics, dataset,
                       progress=not quiet)
     rows = table(*TABLE_HEADER)
-    for row in table_rows(result):
+    for row in table_rows(result.summary):
         rows.add_row(*row)
-    say = console()
-    say.print(rows)
-    for s in result.sources:
-        if s.rubrics_missing:
-            say.print(f"[yellow]{s.source}: no rubric for {s.rubrics_missing} queries[/yellow] (their pairs are "
-                      "unscored; see rubrics.jsonl)")
-    say.print(f"judge {result.judge_model} · results: {result.out_dir}/table.md, summary.json")
-    end(result.status)
+    console().print(rows)
+    finish(result)
 
 
 @app.command("generate")
@@ -58,7 +52,4 @@ def rubrics_generate(
     """Rubrics for every question by the generator role (prompt C.1), for `train grpo --set train.reward=pref_rubric`."""
     from rubricforge.jobs.rubric_generate import generate_dataset_rubrics
 
-    s = generate_dataset_rubrics(cli_config(config, set_), dataset, out, progress=not quiet)
-    console().print(f"{s.written} of {s.rows} rows with rubrics from {s.model} ({s.generated_now} generated now, "
-                    f"{s.failed} unreadable and left out) -> {s.out}")
-    end(s.status)
+    finish(generate_dataset_rubrics(cli_config(config, set_), dataset, out, progress=not quiet))

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from rubricforge.cli.common import ConfigOpt, DatasetOpt, ModelOpt, SetOpt, console, end, fmt, cli_config
+from rubricforge.cli.common import ConfigOpt, DatasetOpt, ModelOpt, SetOpt, console, finish, fmt, cli_config
 from rubricforge.errors import require_file
 
 if TYPE_CHECKING:
@@ -214,7 +214,4 @@ def train_dpo_pairs(
     """Chosen / rejected pairs per question from scored rollouts (MindDR §5.4), for TRL's DPOTrainer."""
     from rubricforge.jobs.dpo_pairs import build_pairs
 
-    s = build_pairs(cli_config(config, set_), dataset, rollouts, out, scores, progress=True)
-    console().print(f"{s.pairs} pairs from {s.prompts} questions ({s.scored} scored rollouts, {s.unscored} "
-                    f"unscored, {s.without_pair} questions without a pair) -> {s.out}")
-    end(s.status)
+    finish(build_pairs(cli_config(config, set_), dataset, rollouts, out, scores, progress=True))

@@ -3,7 +3,7 @@
 
 Logs go to ``<run_dir>/logs/`` (``verbose``: also to the terminal), Prefect's temporary server is used
 when no API is configured, and the user sees the rich progress bar, not Prefect's log lines. User
-mistakes in ``runner.*`` fail before the server starts.
+mistakes (the job's preflight, ``runner.*``) fail before the server starts.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 from rubricforge.config import Config
 from rubricforge.corpora.indexing import IndexInfo
 from rubricforge.flows.session import prefect_api, route_logs
-from rubricforge.jobs.base import JobResult, check_push, on_driver
+from rubricforge.jobs.base import BUILD_ROLES, JobResult, on_driver, preflight
 
 
 def build(cfg: Config, push_to_hub: str | None = None, progress: bool = True, verbose: bool = False) -> JobResult:
@@ -23,7 +23,7 @@ def build(cfg: Config, push_to_hub: str | None = None, progress: bool = True, ve
     from rubricforge.pipelines.tree.run import PIPELINE, progress_label, tree_ids
     from rubricforge.rundir import RunDir
 
-    check_push(push_to_hub)
+    preflight(cfg, BUILD_ROLES, cfg.run_dir, push_to_hub)
     cfg, invocation = on_driver(cfg), uuid.uuid4().hex[:12]
     with _session(cfg, Path(cfg.run_dir) / "logs", verbose):
         from rubricforge.flows.tree import build_dataset
@@ -37,7 +37,7 @@ def build_kg(cfg: Config, push_to_hub: str | None = None, progress: bool = True,
     """The ``build_kg_dataset`` flow on ``cfg`` (``rubricforge build --source kg``)."""
     from rubricforge.jobs.kg import kg_config
 
-    check_push(push_to_hub)
+    preflight(cfg, BUILD_ROLES, kg_config(cfg).run_dir, push_to_hub)
     cfg = kg_config(cfg)
     with _session(cfg, Path(cfg.run_dir) / "logs", verbose):
         from rubricforge.flows.kg import build_kg_dataset

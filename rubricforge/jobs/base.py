@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,26 +28,42 @@ STOPPED_EXIT = 3  # the CLI's exit code after a budget stop: not 0 (the output i
 
 @dataclass
 class JobResult:
-    """A job's stages' summary (``BuildSummary`` or ``KGSummary``) plus where the export went."""
+    """What every job returns: how it ended, where its output and run directory are, its own summary (the
+    payload: ``BuildSummary``, ``ScoreSummary``, ...; its ``lines()`` say what the job did) and, for a dataset
+    export, its rows, viewer and Hub repo."""
 
+    status: str  # complete | stopped: <why>
+    out: str  # the job's output: the dataset folder, the JSONL written, the results folder
+    run_dir: str  # its run directory: manifest.json, config.yaml, ledgers/
     summary: Any
-    dataset_dir: str
-    viewer: str
-    rows: int  # rows in the exported dataset
+    rows: int | None = None  # rows in the exported dataset
+    viewer: str | None = None
     pushed_to: str | None = None
 
     def lines(self) -> list[str]:
         """What the CLI prints."""
-        return [*self.summary.lines(self.rows),
-                f"dataset: {self.dataset_dir}" + (f"  (pushed to {self.pushed_to})" if self.pushed_to else ""),
-                f"viewer:  {self.viewer}"]
+        export = [f"dataset: {self.out}" + (f"  (pushed to {self.pushed_to})" if self.pushed_to else ""),
+                  f"viewer:  {self.viewer}"] if self.viewer is not None else []
+        return [*self.summary.lines(), *export]
+
+
+def job_result(summary: Any, out: str | Path, run_dir: str | Path | RunDir) -> JobResult:
+    """The result of a job whose ``summary`` has a ``status``."""
+    path = run_dir.path if isinstance(run_dir, RunDir) else run_dir
+    return JobResult(summary.status, str(out), str(path), summary)
 
 
 def exported(run_dir: RunDir, summary: Any, export: dict[str, Any], viewer: str | Path) -> JobResult:
-    """The job's result from its export (``path``, ``n_examples``, ``pushed_to``), also recorded in the manifest."""
-    result = JobResult(summary, str(export["path"]), str(viewer), int(export["n_examples"]), export.get("pushed_to"))
-    run_dir.record_export(result.dataset_dir, result.viewer, result.rows)
-    return result
+    """The result of a dataset job from its export (``path``, ``n_examples``, ``pushed_to``), also recorded in the
+    manifest (``summary``: the stages' summary, its ``rows`` set here; None for the partial export of a failed
+    run)."""
+    rows = int(export["n_examples"])
+    if summary is not None:
+        summary.rows = rows
+    done = JobResult(summary.status if summary is not None else "failed", str(export["path"]), str(run_dir.path),
+                     summary, rows, str(viewer), export.get("pushed_to"))
+    run_dir.record_export(done.out, str(viewer), rows)
+    return done
 
 
 @contextlib.contextmanager
@@ -60,7 +76,7 @@ def partial_export(export: Callable[[], JobResult]) -> Iterator[None]:
     except ItemsFailed as failure:
         result = export()
         raise ItemsFailed(failure.errors, exported=f"the {result.rows} finished row(s) are exported, marked "
-                                                   f"partial: {result.dataset_dir}") from None
+                                                   f"partial: {result.out}") from None
 
 
 def on_driver(cfg: Config) -> Config:
@@ -85,6 +101,26 @@ def check_push(push_to_hub: str | None) -> None:
 
     if push_to_hub is not None:
         check(push_to_hub)
+
+
+BUILD_ROLES = ("generator", "verifier")  # the LLM roles the tree and KG builds call
+
+
+def preflight(cfg: Config, roles: Sequence[str], run_dir: str, push_to_hub: str | None = None) -> None:
+    """A job's configuration mistakes end here, before any work (a UserError): the Hub repo and token, the run
+    directory, a mistyped index folder, the LLM ``roles`` (cache path, keys, models, api_base;
+    :func:`rubricforge.llm.check.preflight`). ``cfg`` as the user gave it (not yet :func:`on_driver`'s)."""
+    from rubricforge.llm.check import preflight as check_roles
+    from rubricforge.rundir import check_writable_dir
+
+    check_push(push_to_hub)
+    check_writable_dir(run_dir, "run directory", "--run-dir (or --set run_dir=...)")
+    index_dir = cfg.tools.index_dir
+    if index_dir and cfg.corpus.source == "default" and not Path(index_dir).exists():
+        raise UserError(f"tools.index_dir {index_dir} does not exist (and corpus.source is the default corpus)",
+                        "fix the path, or build an index there first: rubricforge corpus build --out "
+                        f"{index_dir} [--source ... --path ...]")
+    check_roles(cfg.llm, list(roles))
 
 
 # ---------------------------------------------------------------- how a job ends

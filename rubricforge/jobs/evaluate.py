@@ -31,6 +31,7 @@ from rubricforge.errors import UserError
 from rubricforge.evaluation import report as html
 from rubricforge.evaluation import scorers, stats
 from rubricforge.evaluation.tasks import digest, load_reports, load_tasks, report_text, scorers_for
+from rubricforge.jobs.base import JobResult, job_result
 from rubricforge.jobs.items import ItemJob, ItemStats
 from rubricforge.rundir import RunDir, StageLog, atomic_write_json, atomic_write_text
 
@@ -58,15 +59,25 @@ class EvalSummary:
     rejects: dict[str, Any] = field(default_factory=dict)
     report: str = ""
 
+    def lines(self) -> list[str]:
+        a = self.agent
+        agent = [f"agent {a['model']} ({a['episode']}): {a['made_now']} reports made now, {a['calls_per_task']:.1f} "
+                 f"calls and {a['tool_calls_per_task']:.1f} tool calls per task"] if a else []
+        rejects = [f"skipped {self.rejects['total']} report lines: {self.rejects['file']}"] \
+            if self.rejects.get("total") else []
+        return [*agent, f"{self.status}: {self.reports} of {self.tasks} tasks have a report ({self.scored_now} scored "
+                        f"now); judge {self.judge_model}", *rejects, f"report: {self.report}"]
+
 
 def evaluate(cfg: Config, tasks_path: str | Path, reports_path: str | Path | None, run_dir: str | Path,
              references: str | Path | None = None, asked: Sequence[str] = (), resamples: int = stats.RESAMPLES,
              seed: int = 0, progress: bool = True, agent: AgentConfig | None = None, split: str | None = None,
              limit: int | None = None, announce: Callable[[str], None] | None = None,
-             sampler: Callable[[str, Config], Any] | None = None) -> EvalSummary:
+             sampler: Callable[[str, Config], Any] | None = None) -> JobResult:
     """Score ``reports_path`` — or what ``agent`` writes — on ``tasks_path`` (its ``split``, its first ``limit``
     tasks) into ``run_dir`` (see the module docstring); ``announce`` hears the agent's budget line first;
-    ``sampler`` loads a checkpoint agent (:class:`~rubricforge.evaluation.agents.Runner`)."""
+    ``sampler`` loads a checkpoint agent (:class:`~rubricforge.evaluation.agents.Runner`). The payload:
+    :class:`EvalSummary`."""
     tasks = load_tasks(tasks_path, split, limit)
     run = RunDir(run_dir, PIPELINE)
     new_dirs = [d for d in (run.path, *run.path.parents) if not d.exists()]  # deepest first
@@ -119,7 +130,7 @@ def evaluate(cfg: Config, tasks_path: str | Path, reports_path: str | Path | Non
     atomic_write_json(run / "summary.json", asdict(summary))
     questions = {tid: str(tasks[tid].get("question") or tasks[tid].get("prompt") or "") for tid in per_task}
     atomic_write_text(run / "report.html", html.run_page(asdict(summary), per_task, questions))
-    return summary
+    return job_result(summary, run / "report.html", run)
 
 
 def _agent_runner(cfg: Config, agent: AgentConfig, tasks: dict[str, dict[str, Any]],

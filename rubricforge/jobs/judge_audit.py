@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from rubricforge.config import Config
 from rubricforge.evaluation.labels import LabelledReport, load_labels
 from rubricforge.evaluation.stats import balanced_accuracy
+from rubricforge.jobs.base import JobResult, job_result
 from rubricforge.jobs.items import ItemJob, ItemStats
 from rubricforge.rundir import RunDir, StageLog, atomic_write_json
 
@@ -54,10 +55,19 @@ class JudgeAuditSummary:
     modes: dict[str, dict[str, Any]] = field(default_factory=dict)
     delta: dict[str, Any] = field(default_factory=dict)  # batched − per_criterion balanced accuracies
 
+    def lines(self) -> list[str]:
+        calls = [f"{mode}: {m['calls']} judge calls ({m['calls_per_report']:.1f} per report), "
+                 f"{m['tokens']['prompt_tokens']} prompt + {m['tokens']['completion_tokens']} completion tokens "
+                 f"(uncached requests: {m['tokens']['requests']}), unscored points: {m['overall']['unscored']}"
+                 for mode, m in self.modes.items()]
+        return [*calls, f"{self.status}: {self.reports} reports, {self.points} points, judge {self.judge_model} "
+                        f"(covered = score >= {self.covered_at}) -> {self.run_dir}/summary.json"]
+
 
 def audit_judge(cfg: Config, labels_path: str | Path, run_dir: str | Path, covered_at: int = COVERED_AT,
-                progress: bool = True) -> JudgeAuditSummary:
-    """Judge every labelled report in both modes into ``run_dir`` and summarise (see the module docstring)."""
+                progress: bool = True) -> JobResult:
+    """Judge every labelled report in both modes into ``run_dir`` and summarise (see the module docstring; the
+    payload: :class:`JudgeAuditSummary`)."""
     reports = load_labels(labels_path)
     run = RunDir(run_dir, PIPELINE)
     run.check_pipeline()
@@ -75,7 +85,7 @@ def audit_judge(cfg: Config, labels_path: str | Path, run_dir: str | Path, cover
     summary = JudgeAuditSummary(str(run.path), stats.status, len(reports), points, judge_model, covered_at,
                                 stats.done_now, modes, _delta(modes))
     atomic_write_json(run / "summary.json", asdict(summary))
-    return summary
+    return job_result(summary, run / "summary.json", run)
 
 
 def _accuracy(pairs: Sequence[tuple[bool, bool]], unscored: int) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 
 from rubricforge.config import Config
-from rubricforge.jobs.base import JobResult, check_push, ending, exported, on_driver
+from rubricforge.jobs.base import BUILD_ROLES, JobResult, ending, exported, on_driver, preflight
 from rubricforge.pipelines.kg.run import PIPELINE, KGRun, KGSummary
 from rubricforge.rundir import RunDir
 
@@ -22,8 +22,9 @@ DEFAULT_KG_RUN_DIR = "runs/kg"
 
 
 def build_kg_dataset(cfg: Config, progress: bool = True, push_to_hub: str | None = None) -> JobResult:
-    """Run (or resume) the KG stages, export the dataset and write the viewer."""
-    check_push(push_to_hub)
+    """Run (or resume) the KG stages, export the dataset and write the viewer (configuration mistakes end before
+    any work: :func:`~rubricforge.jobs.base.preflight`)."""
+    preflight(cfg, BUILD_ROLES, kg_config(cfg).run_dir, push_to_hub)
     cfg = kg_config(cfg)
     return export_kg_run(cfg, run_kg(cfg, progress=progress), push_to_hub)
 

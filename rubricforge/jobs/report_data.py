@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from rubricforge.agent.mams import MamsConfig
 from rubricforge.config import Config
 from rubricforge.errors import UserError, require_file
+from rubricforge.jobs.base import JobResult, job_result, preflight
 from rubricforge.jobs.items import ItemJob
 from rubricforge.pipelines.prompting import prompt_hashes, render
 from rubricforge.rubric_gen.race import generate_race_rubrics
@@ -68,6 +69,12 @@ class ReportDataSummary:
     rows: int
     failed: dict[str, int]
     status: str = "complete"  # or "stopped: <why>" (a budget stop: the finished rows are written)
+    forms: tuple[str, ...] = ("short",)
+
+    def lines(self) -> list[str]:
+        failed = ", ".join(f"{k} {v}" for k, v in self.failed.items()) or "none"
+        return [f"{self.rows} {'/'.join(self.forms)}-form rows for {self.queries} queries (failed: {failed}) -> "
+                f"{self.out}"]
 
 
 def policy_prompt(query: str) -> list[dict[str, str]]:
@@ -133,11 +140,12 @@ def _key(qid: str, form: str) -> str:
 
 def build_report_data(cfg: Config, queries: str | Path, race_file: str | Path | None = None,
                       limit: int | None = None, progress: bool = True, forms: tuple[str, ...] = ("short",),
-                      mams: MamsConfig | None = None, retrieval_tokens: int = RETRIEVAL_TOKENS) -> ReportDataSummary:
+                      mams: MamsConfig | None = None, retrieval_tokens: int = RETRIEVAL_TOKENS) -> JobResult:
     """Rows of ``forms`` (``short``, ``long``) for the first ``limit`` queries; ``mams``: the teacher
-    trajectory's budgets (default: the paper's)."""
+    trajectory's budgets (default: the paper's). The payload: :class:`ReportDataSummary`."""
     if unknown := [f for f in forms if f not in FORMS]:
         raise UserError(f"unknown report form '{unknown[0]}'", "use --form short, long or both")
+    preflight(cfg, _ReportJob.roles, cfg.run_dir)
     items = _queries(Path(queries))[:limit]
     given = read_race_file(race_file) if race_file else {}
     run = RunDir(Path(cfg.run_dir) / "report", "report")
@@ -155,7 +163,8 @@ def build_report_data(cfg: Config, queries: str | Path, race_file: str | Path | 
         if (record := log.get(k)) is not None and record["row"] is None:
             failed[record["failed"]] = failed.get(record["failed"], 0) + 1
     atomic_write_text(folder / "data.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-    return ReportDataSummary(str(folder / "data.jsonl"), len(items), len(rows), failed, stats.status)
+    summary = ReportDataSummary(str(folder / "data.jsonl"), len(items), len(rows), failed, stats.status, forms)
+    return job_result(summary, summary.out, run)
 
 
 class _ReportJob(ItemJob[tuple[str, str, str]]):

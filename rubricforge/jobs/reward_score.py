@@ -25,6 +25,7 @@ from rubricforge.config import Config
 from rubricforge.errors import RunFailed, UserError
 from rubricforge.corpora.rejects import Rejects
 from rubricforge.export.convert import to_rubricforge_rows
+from rubricforge.jobs.base import JobResult, job_result
 from rubricforge.jobs.items import ItemJob
 from rubricforge.rewards.inputs import Response, load_examples, load_responses
 from rubricforge.rewards.scorer import RewardScorer, Rollout, check_columns
@@ -45,6 +46,17 @@ class ScoreSummary:
     no_known_tags: int = 0  # responses with none of the known tags (DeepRubric's or DR Tulu's): no answer found
     status: str = "complete"  # or "stopped: <why>" (a budget stop: the summary covers what is scored)
 
+    def lines(self) -> list[str]:
+        return [f"{self.responses} responses ({self.scored_now} scored now) -> {self.out}"]
+
+    @property
+    def warnings(self) -> list[str]:
+        return [*([f"skipped {self.rejects['total']} bad lines: {self.rejects['file']}"] if self.rejects.get("total")
+                  else []),
+                *([f"{self.no_known_tags} responses hold no known tags (<think>, <answer>, <tool_call>/"
+                   "<tool_response> or DR Tulu's <call_tool>/<tool_output>): no answer was found, so their "
+                   "answer-based rewards are 0"] if self.no_known_tags else [])]
+
 
 def default_out(responses: str | Path) -> Path:
     responses = Path(responses)
@@ -52,7 +64,9 @@ def default_out(responses: str | Path) -> Path:
 
 
 def score_responses(cfg: Config, dataset: str | Path, responses: str | Path, names: Sequence[str],
-                    out: str | Path | None = None, progress: bool = True) -> ScoreSummary:
+                    out: str | Path | None = None, progress: bool = True) -> JobResult:
+    """Score every response of ``responses`` against its example of ``dataset`` with the rewards ``names``
+    (the payload: :class:`ScoreSummary`)."""
     for name in names:
         RewardScorer.check_name(name)
     examples = load_examples(dataset, adapt=to_rubricforge_rows)
@@ -77,7 +91,7 @@ def score_responses(cfg: Config, dataset: str | Path, responses: str | Path, nam
     if summary.status == "complete" and not any(s["scored"] for s in summary.rewards.values()):
         raise RunFailed(f"no reward could be computed for any of the {len(todo)} responses (every judge call "
                         f"failed?): see {summary_path}; re-run the same command to retry them")
-    return summary
+    return job_result(summary, summary.out, run)
 
 
 class _ScoreJob(ItemJob[Response]):

@@ -8,7 +8,8 @@ as GRPO training (the App. D system prompt, the tool schemas rendered by the cha
 :class:`~rubricforge.training.rollouts.Sampler`).
 It runs on the item-job base (:class:`~rubricforge.jobs.items.ItemJob`): one item per (question, sample),
 keyed ``<id>#<k>``, one JSONL line per trajectory appended as soon as it is done (a re-run skips finished
-ones and loads no model when none is left)::
+ones and loads no model when none is left); the run's record (``manifest.json``: the inputs, the workflow,
+each invocation's status, counts and LLM ledger; ``config.yaml``) goes to the run directory ``<out>.run/``::
 
     {"key": "<id>#<k>", "id", "sample": k, "response": [<assistant/tool messages>], "messages": [<prompt +
      response>], "tools": "<JSON tool schemas>", "snippets": [<Snippet>, ...]}
@@ -33,11 +34,13 @@ from typing import TYPE_CHECKING, Any
 from rubricforge.agent.tasks import training_rows
 from rubricforge.config import Config
 from rubricforge.errors import UserError
-from rubricforge.jobs.items import ItemJob
-from rubricforge.rundir import StageLog
+from rubricforge.jobs.base import JobResult, job_result
+from rubricforge.jobs.items import ItemJob, ItemStats
+from rubricforge.rundir import RunDir, StageLog
 
 if TYPE_CHECKING:
     from rubricforge.corpora.tools import ToolBox
+    from rubricforge.llm import LLMClient
 
 WORKFLOWS = ("react", "mams")
 
@@ -50,20 +53,29 @@ class SampleSummary:
     tool_calls: int
     status: str = "complete"
 
+    def lines(self) -> list[str]:
+        return [f"{self.trajectories} trajectories ({self.sampled_now} sampled now, {self.tool_calls} tool calls) -> "
+                f"{self.out}"]
+
 
 def sample_rollouts(cfg: Config, dataset: str | Path, out: str | Path, sampler: Callable[[], Any],
-                    limit: int | None = None, progress: bool = False, workflow: str = "react") -> SampleSummary:
+                    limit: int | None = None, progress: bool = False, workflow: str = "react") -> JobResult:
     """Trajectories for the first ``limit`` questions of ``dataset``, appended to ``out``. ``sampler()`` makes the
-    model (``turn(messages, tools)``, and ``text(messages)`` for MaMs); it is called only when a question is left."""
+    model (``turn(messages, tools)``, and ``text(messages)`` for MaMs); it is called only when a question is left.
+    The payload: :class:`SampleSummary`."""
     if workflow not in WORKFLOWS:
         raise UserError(f"unknown workflow '{workflow}'", "use react (App. D agent) or mams (Prefs MaMs)")
     rows = training_rows(dataset, [])[:limit]
-    job = _RolloutJob(cfg, StageLog(out), sampler, workflow)
+    log: StageLog[Any] = StageLog(out)
+    run = RunDir(log.path.with_name(f"{log.path.stem}.run"), "rollouts")
+    job = _RolloutJob(cfg, log, sampler, workflow, run)
+    job.inputs = {"dataset": str(Path(dataset).resolve()), "out": str(log.path.resolve()), "limit": limit}
     items = [(row, k) for row in rows for k in range(cfg.train.rollouts_per_prompt)]
     if job.pending(items):  # before the progress bar: a model or index that cannot load is one line, no bar
         job.load()
     stats = asyncio.run(job.arun(items, progress))
-    return SampleSummary(str(job.log.path), len(job.log), stats.done_now, job.tool_calls, stats.status)
+    summary = SampleSummary(str(job.log.path), len(job.log), stats.done_now, job.tool_calls, stats.status)
+    return job_result(summary, summary.out, run)
 
 
 class _RolloutJob(ItemJob[tuple[dict[str, Any], int]]):
@@ -72,15 +84,24 @@ class _RolloutJob(ItemJob[tuple[dict[str, Any], int]]):
 
     stage = "sampling"
 
-    def __init__(self, cfg: Config, log: StageLog[Any], make_sampler: Callable[[], Any], workflow: str):
-        super().__init__(log, cfg.llm, concurrency=1)
+    def __init__(self, cfg: Config, log: StageLog[Any], make_sampler: Callable[[], Any], workflow: str, run: RunDir):
+        super().__init__(log, cfg.llm, concurrency=1, run=run, cfg=cfg)
         self.cfg, self.make_sampler, self.workflow = cfg, make_sampler, workflow
+        self.inputs: dict[str, Any] = {}
         self.sampler: Any = None
         self.toolbox: ToolBox | None = None
         self.tool_calls = 0
 
     def key(self, item: tuple[dict[str, Any], int]) -> str:
         return f"{item[0]['id']}#{item[1]}"
+
+    def manifest_fields(self, client: LLMClient) -> dict[str, Any]:
+        t = self.cfg.train
+        return {**self.inputs, "workflow": self.workflow, "rollouts_per_prompt": t.rollouts_per_prompt,
+                "max_tool_turns": t.max_tool_turns}
+
+    def counts(self, stats: ItemStats) -> dict[str, Any]:
+        return {**super().counts(stats), "trajectories": len(self.log), "tool_calls_now": self.tool_calls}
 
     def load(self) -> None:
         from rubricforge.corpora.tools import ToolBox

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from rubricforge.config import Config
 from rubricforge.errors import UserError
+from rubricforge.jobs.base import JobResult, job_result
 from rubricforge.jobs.items import ItemJob
 from rubricforge.pipelines.preferences import load_pairs
 from rubricforge.rewards.judging import Judge
@@ -78,6 +79,14 @@ class EvalResult:
     judge_model: str
     sources: list[SourceResult]
     status: str = "complete"  # or "stopped: <why>" (a budget stop: the table has the pairs scored so far)
+
+    def lines(self) -> list[str]:
+        return [f"judge {self.judge_model} · results: {self.out_dir}/table.md, summary.json"]
+
+    @property
+    def warnings(self) -> list[str]:
+        return [f"{s.source}: no rubric for {s.rubrics_missing} queries (their pairs are unscored; see rubrics.jsonl)"
+                for s in self.sources if s.rubrics_missing]
 
 
 def check_sources(sources: Sequence[str]) -> list[str]:
@@ -175,7 +184,9 @@ def _tree_rubrics(dataset: str | Path) -> dict[str, list[Criterion]]:
 
 def evaluate(cfg: Config, pairs_file: str | Path, sources: Sequence[str], split: str | None = None,
              race_file: str | Path | None = None, dataset: str | Path | None = None, n_boot: int = 1000,
-             progress: bool = True) -> EvalResult:
+             progress: bool = True) -> JobResult:
+    """Score ``pairs_file`` with each rubric source into ``<run_dir>/rubric-eval/`` (the payload:
+    :class:`EvalResult`)."""
     sources = check_sources(sources)
     pairs = load_pairs(pairs_file, split)
     run = RunDir(Path(cfg.run_dir) / "rubric-eval", "rubric-eval")
@@ -189,7 +200,7 @@ def evaluate(cfg: Config, pairs_file: str | Path, sources: Sequence[str], split:
                         [_summarise(s, pairs, scores, results[s], n_boot) for s in sources], stats.status)
     atomic_write_json(out / "summary.json", asdict(result))
     atomic_write_text(out / "table.md", markdown_table(result))
-    return result
+    return job_result(result, out, run)
 
 
 class _EvalJob(ItemJob[tuple[str, PreferencePair]]):

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from rubricforge.config import Config
 from rubricforge.errors import UserError
+from rubricforge.jobs.base import JobResult, job_result
 from rubricforge.jobs.items import ItemJob
 from rubricforge.rewards.inputs import load_examples
 from rubricforge.rubric_gen.pref_rubrics import generate_rubrics
@@ -39,9 +40,15 @@ class GenerateSummary:
     model: str
     status: str = "complete"  # or "stopped: <why>" (a budget stop: the rows whose rubrics are made are written)
 
+    def lines(self) -> list[str]:
+        return [f"{self.written} of {self.rows} rows with rubrics from {self.model} ({self.generated_now} generated "
+                f"now, {self.failed} unreadable and left out) -> {self.out}"]
+
 
 def generate_dataset_rubrics(cfg: Config, dataset: str | Path, out: str | Path, progress: bool = True
-                             ) -> GenerateSummary:
+                             ) -> JobResult:
+    """Rubrics for every question of ``dataset``, written with its rows to ``out`` (the payload:
+    :class:`GenerateSummary`)."""
     import json
 
     rows = list(load_examples(dataset).values())
@@ -58,8 +65,9 @@ def generate_dataset_rubrics(cfg: Config, dataset: str | Path, out: str | Path, 
     kept = [{**row, "rubrics": made[str(row["question"])], "rubric_source": "generated"}
             for row in rows if made.get(str(row["question"])) is not None]
     atomic_write_text(out, "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in kept))
-    return GenerateSummary(str(out), len(rows), len(kept), len(rows) - len(kept), stats.done_now, job.model,
-                           stats.status)
+    summary = GenerateSummary(str(out), len(rows), len(kept), len(rows) - len(kept), stats.done_now, job.model,
+                              stats.status)
+    return job_result(summary, out, run)
 
 
 class _GenerateJob(ItemJob[str]):

@@ -13,8 +13,8 @@ from typing import Any
 
 from rubricforge.config import Config
 from rubricforge.errors import ItemsFailed, UserError
-from rubricforge.jobs.base import (JobResult, check_push, ending, exported, on_driver, partial_export, retryable,
-                                   status_of)
+from rubricforge.jobs.base import (BUILD_ROLES, JobResult, ending, exported, on_driver, partial_export, preflight,
+                                   retryable, status_of)
 from rubricforge.pipelines.tree.run import (PIPELINE, BuildSummary, TreeWorker, finish_build, prepare_build,
                                             progress_label, run_trees, tree_ids)
 from rubricforge.rundir import RunDir, StageLog
@@ -24,8 +24,9 @@ from rubricforge.text import one_line
 def build_dataset(cfg: Config, progress: bool = True, push_to_hub: str | None = None) -> JobResult:
     """Run (or resume) the stages in ``cfg.run_dir`` in this process, export the dataset and write the
     viewer (the rows of a run that failed are exported too, marked partial, and not pushed). (``rubricforge
-    build`` runs the same parts as a Prefect flow: :mod:`rubricforge.flows`.)"""
-    check_push(push_to_hub)
+    build`` runs the same parts as a Prefect flow: :mod:`rubricforge.flows`.) Configuration mistakes end
+    before any work (:func:`~rubricforge.jobs.base.preflight`)."""
+    preflight(cfg, BUILD_ROLES, cfg.run_dir, push_to_hub)
     cfg = on_driver(cfg)
     with partial_export(lambda: export_run(cfg, None)):
         summary, logs = asyncio.run(_run_build(cfg, progress))

@@ -10,7 +10,8 @@ judge role, and once in the batched mode. Reported:
   agreement, quadratic-weighted Cohen's κ and Spearman's ρ (None when undefined, e.g. constant scores),
   plus Spearman's ρ of the rubric rewards per response.
 
-Responses without a final answer are skipped (nothing to judge). Unscored judge calls are counted.
+Responses without a final answer are skipped (nothing to judge). Unscored judge calls are counted. The job
+that runs it, resumably: :mod:`rubricforge.jobs.reward_audit`.
 """
 
 from __future__ import annotations
@@ -19,16 +20,14 @@ import asyncio
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TypeVar
 
-from rubricforge.config import Config
-from rubricforge.corpora.rejects import Rejects
 from rubricforge.extras import needs
-from rubricforge.rewards.inputs import Response, load_examples, load_responses
+from rubricforge.rewards.inputs import Response
 from rubricforge.rewards.judging import Judge
 from rubricforge.rewards.deeprubric.rubric_reward import MAX_SCORE, RubricScore, criteria_from, rubric_reward
 from rubricforge.rewards.trajectory import parse_trajectory
+from rubricforge.text import fmt
 
 
 @dataclass
@@ -43,30 +42,26 @@ class AuditReport:
     agreement: dict[str, dict[str, Any]] = field(default_factory=dict)
     unscored: dict[str, int] = field(default_factory=dict)
     rows: list[dict[str, Any]] = field(default_factory=list)  # one per (response, criterion)
+    status: str = "complete"  # or "stopped: <why>" (a budget stop: the report covers the responses judged)
+    out: str = ""  # where the full report (JSON) went
+
+    def lines(self) -> list[str]:
+        v, pair = self.variance, self.agreement["judge_vs_second_judge"]
+        return [f"{self.status}: judge {self.judge} vs {self.second_judge}: {self.responses} responses "
+                f"({self.skipped_no_answer} without an answer), {self.criteria} criteria, {self.repeats} repeats",
+                f"repeat variance (0–4 scale): mean {fmt(v['mean'])}, max {fmt(v['max'])}, criteria with "
+                f"disagreeing repeats {fmt(v['disagreeing_share'])}",
+                f"rubric reward spearman (judge vs second judge): {fmt(pair['reward_spearman'])}; unscored calls "
+                f"{self.unscored}", f"report: {self.out}"]
 
 
-def run_audit(cfg: Config, dataset: str | Path, responses: str | Path, repeats: int = 3,
-              second_role: str = "verifier") -> AuditReport:
-    examples = load_examples(dataset)
-    rejects = Rejects()
-    todo = load_responses(responses, examples, rejects)
-    return asyncio.run(_audit(cfg, examples, todo, repeats, second_role))
-
-
-async def _audit(cfg: Config, examples: dict[str, dict[str, Any]], todo: list[Response], repeats: int,
-                 second_role: str) -> AuditReport:
-    from rubricforge.llm import LLMClient
-
-    client = LLMClient(cfg.llm)
-    a, b = Judge(client, "judge"), Judge(client, second_role)
-    base = cfg.llm.judge.seed or 0
-    try:
-        per_response = await asyncio.gather(*(_one(a, b, examples[r.example_id], r, repeats, base) for r in todo))
-    finally:
-        await client.aclose()
-    rows = [row for got in per_response if got for row in got[0]]
-    rewards = [got[1] for got in per_response if got]
-    report = AuditReport(a.model, b.model, repeats, len(todo), sum(not got for got in per_response), len(rows))
+def summarise(judge: str, second_judge: str, repeats: int, results: Sequence[dict[str, Any]],
+              unscored: dict[str, int]) -> AuditReport:
+    """The report from each response's :func:`audit_response` record (``rows`` None: no answer, skipped)."""
+    done = [r for r in results if r["rows"] is not None]
+    rows = [row for r in done for row in r["rows"]]
+    rewards = [r["rewards"] for r in done]
+    report = AuditReport(judge, second_judge, repeats, len(results), len(results) - len(done), len(rows))
     report.rows = rows
     report.variance = _variance(rows)
     report.agreement = {
@@ -74,15 +69,18 @@ async def _audit(cfg: Config, examples: dict[str, dict[str, Any]], todo: list[Re
         "per_criterion_vs_batched": _agreement([r["repeats"][0] for r in rows], [r["batched"] for r in rows])}
     report.agreement["judge_vs_second_judge"]["reward_spearman"] = _spearman(*_pairs(
         [x[0] for x in rewards], [x[1] for x in rewards]))
-    report.unscored = {"judge": sum(a.unscored.values()), "second_judge": sum(b.unscored.values())}
+    report.unscored = unscored
     return report
 
 
-async def _one(a: Judge, b: Judge, example: dict[str, Any], response: Response, repeats: int,
-               base: int) -> tuple[list[dict[str, Any]], tuple[float | None, float | None]] | None:
+async def audit_response(a: Judge, b: Judge, example: dict[str, Any], response: Response, repeats: int,
+                         base: int) -> dict[str, Any]:
+    """One response's record: ``rows`` (one per criterion: the judge's repeats, the second judge's and the
+    batched score, 0–4) and ``rewards`` (the rubric reward by the judge and the second judge); ``rows`` None
+    when the response has no final answer."""
     answer = parse_trajectory(response.completion).answer
     if not answer or not answer.strip():
-        return None
+        return {"rows": None}
     criteria = criteria_from(example.get("rubrics") or [], where=f"example {response.example_id!r} rubrics")
     question = str(example.get("question", ""))
     runs: list[RubricScore] = await asyncio.gather(
@@ -94,7 +92,7 @@ async def _one(a: Judge, b: Judge, example: dict[str, Any], response: Response, 
              "repeats": [_scale(r.per_criterion[c.id]) for r in reps],
              "second": _scale(second.per_criterion[c.id]), "batched": _scale(batched.per_criterion[c.id])}
             for c in criteria]
-    return rows, (reps[0].value, second.value)
+    return {"rows": rows, "rewards": [reps[0].value, second.value]}
 
 
 def _scale(s: float | None) -> int | None:

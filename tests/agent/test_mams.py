@@ -91,11 +91,15 @@ def test_rollouts_sample_with_the_mams_workflow(small_index_cfg, tmp_path):
     dataset = tmp_path / "dataset.jsonl"
     dataset.write_text(json.dumps({"id": "q1", "question": QUERY}) + "\n")
     cfg = derive(small_index_cfg, "train.rollouts_per_prompt=1", "tools.top_k=2")
-    s = sample_rollouts(cfg, dataset, tmp_path / "out.jsonl", sampler=_Sampler, workflow="mams")
+    s = sample_rollouts(cfg, dataset, tmp_path / "out.jsonl", sampler=_Sampler, workflow="mams").summary
     (line,) = [json.loads(x) for x in (tmp_path / "out.jsonl").read_text().splitlines()]
     assert (s.trajectories, s.tool_calls) == (1, 1) and line["workflow"] == "mams"
     assert line["response"].startswith("<answer># The film") and len(line["calls"]) >= 4
     assert len(line["snippets"]) == 2  # the real search over the index answered the search agent's call
+    manifest = json.loads((tmp_path / "out.run" / "manifest.json").read_text())  # its run directory, as every job's
+    assert (tmp_path / "out.run" / "config.yaml").is_file() and manifest["pipeline"] == "rollouts"
+    assert manifest["status"] == manifest["invocations"][-1]["status"] == "complete" and manifest["workflow"] == "mams"
+    assert manifest["counts"] == {"items": 1, "done_before": 0, "done_now": 1, "trajectories": 1, "tool_calls_now": 1}
 
 
 # ---------------------------------------------------------------- stepwise variant (small models)

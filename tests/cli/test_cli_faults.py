@@ -101,3 +101,21 @@ def test_a_directory_where_a_file_belongs_is_named_as_one(tmp_path):
 @pytest.mark.parametrize("queries", [[""], ["bees", "  "]], ids=["empty", "blank-second"])
 def test_corpus_search_with_a_blank_query_exits_2(queries):
     assert_user_error(cli("corpus", "search", *queries), "is empty", "non-empty")
+
+
+@pytest.mark.parametrize("job", ["tree", "kg"])
+def test_the_python_api_checks_the_config_as_the_cli_does(job, tmp_path):
+    """The jobs own their preflight: rf.build_dataset / rf.build_kg_dataset and rf.run_job under Prefect raise the
+    CLI's UserError for a role whose key is missing, before any work (no Prefect server, no run directory)."""
+    import rubricforge as rf
+
+    run = tmp_path / "run"
+    settings = ["llm.generator.backend=litellm", "llm.generator.model=openai/m", "llm.generator.api_key_env=RF_NO_SUCH_KEY"]
+    proc = cli("build", "-q", "--source", job, "--run-dir", str(run), *(a for s in settings for a in ("--set", s)))
+    assert_user_error(proc, "RF_NO_SUCH_KEY")
+    cfg = rf.load_config(overrides=[f"run_dir={run}", *settings])
+    for run_job in (rf.build_dataset if job == "tree" else rf.build_kg_dataset,
+                    lambda c: rf.run_job(job, c, executor="prefect")):
+        with pytest.raises(UserError) as err:
+            run_job(cfg)
+        assert f"error: {err.value}" == proc.stderr.strip() and _no_work_done(run)

@@ -91,9 +91,16 @@ def test_audit_prints_variance_and_agreement(tmp_path, files):
     dataset, responses = files
     with FakeOpenAI(stages=SCRIPTED_JUDGE) as server:
         out = tmp_path / "audit.json"
-        proc = cli("reward", "audit", "-d", str(dataset), "-r", str(responses), "-c", _config(tmp_path, server),
-                   "--out", str(out))
+        args = ["reward", "audit", "-d", str(dataset), "-r", str(responses), "-c", _config(tmp_path, server)]
+        proc = cli(*args, "--out", str(out))
+        calls = server.n_requests
+        again = cli(*args)  # resumes from its run directory: nothing is judged again
     assert proc.returncode == 0, proc.stderr
+    assert again.returncode == 0 and server.n_requests == calls, again.stderr
+    run = responses.with_name(f"{responses.stem}.audit.run")
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["counts"]["done_now"] == 0 and manifest["ledger"]
+    assert json.loads((run / "report.json").read_text())["agreement"] == json.loads(out.read_text())["agreement"]
     report = json.loads(out.read_text())
     assert report["criteria"] == 3 and report["skipped_no_answer"] == 1
     assert report["variance"]["mean"] == 0.0  # the scripted judge never wavers

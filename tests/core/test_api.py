@@ -47,7 +47,9 @@ def test_async_twin_scores_responses_inside_a_running_loop(tmp_path):
 
     with FakeOpenAI(stages=SCRIPTED_JUDGE) as server:
         cfg = rubricforge.load_config(overrides={"llm": litellm_llm_config(tmp_path, server)})
-        summary = asyncio.run(in_a_loop(cfg))
+        result = asyncio.run(in_a_loop(cfg))
+    summary = result.summary
+    assert isinstance(result, rubricforge.JobResult) and result.status == "complete"
     assert isinstance(summary, rubricforge.ScoreSummary) and summary.responses == summary.scored_now == 2
     assert summary.rewards["rubric"]["max"] == pytest.approx(1.25 / 1.5)  # the same values as `reward score`
     assert summary.rewards["format"]["min"] == pytest.approx(0.2)

@@ -174,10 +174,10 @@ def test_drb_reports_scored_pointwise_then_resumed_without_a_judge_call(tmp_path
     run = tmp_path / "run"
     with FakeOpenAI(stages=RACE_JUDGE) as server:
         cfg = _cfg(tmp_path, server)
-        s = evaluate(cfg, DRB_TASKS, DRB_REPORTS, run, progress=False)
+        s = evaluate(cfg, DRB_TASKS, DRB_REPORTS, run, progress=False).summary
         calls = server.n_requests
         summary = json.loads((run / "summary.json").read_text())
-        again = evaluate(cfg, DRB_TASKS, DRB_REPORTS, run, progress=False)
+        again = evaluate(cfg, DRB_TASKS, DRB_REPORTS, run, progress=False).summary
     assert calls == 3 and server.n_requests == calls and again.scored_now == 0  # one RACE call per report
     assert (s.status, s.tasks, s.reports, s.missing, s.scored_now) == ("complete", 4, 3, 1, 3)
     records = _records(run)
@@ -203,11 +203,11 @@ def test_a_spent_budget_stops_the_run_with_what_is_finished_and_a_larger_one_res
     with FakeOpenAI(stages=RACE_JUDGE) as server:  # 18 tokens per answer; one task at a time
         cfg = load_config(overrides={"llm": {**litellm_llm_config(tmp_path, server), "max_tokens": 1},
                                      "reward": {"concurrency": 1}})
-        s = evaluate(cfg, DRB_TASKS, DRB_REPORTS, run, progress=False)
+        s = evaluate(cfg, DRB_TASKS, DRB_REPORTS, run, progress=False).summary
         assert s.status.startswith("stopped: LLM budget reached") and s.metrics["race"]["n"] == 1
         assert json.loads((run / "manifest.json").read_text())["status"] == s.status
         more = load_config(overrides={"llm": litellm_llm_config(tmp_path, server), "reward": {"concurrency": 1}})
-        s = evaluate(more, DRB_TASKS, DRB_REPORTS, run, progress=False)
+        s = evaluate(more, DRB_TASKS, DRB_REPORTS, run, progress=False).summary
     assert s.status == "complete" and s.scored_now == 2 and server.n_requests == 3 and s.metrics["race"]["n"] == 3
 
 
@@ -225,7 +225,7 @@ def test_reference_relative_race_and_a_changed_reference_is_rescored_alone(tmp_p
         with pytest.raises(UserError, match="other settings"):  # another reports file is another system
             evaluate(cfg, DRB_TASKS, changed, run, references=refs, progress=False)
         refs.write_text(refs.read_text().replace("Reference report 51.", "A new reference for 51."))
-        s = evaluate(cfg, DRB_TASKS, DRB_REPORTS, run, references=refs, progress=False)
+        s = evaluate(cfg, DRB_TASKS, DRB_REPORTS, run, references=refs, progress=False).summary
     assert server.n_requests == 4 and s.scored_now == 1  # only task 51, whose reference changed
     records = _records(run)
     assert all(r["metrics"]["race"] == pytest.approx(0.6) for r in records.values())  # 6 / (6 + 4)
@@ -241,7 +241,7 @@ def test_a_report_rl_rows_reference_report_makes_race_reference_relative_and_an_
     reports.write_text(json.dumps({"id": "r1", "article": "A report."}) + "\n"
                        + json.dumps({"id": "r2", "response": "<think>out of time</think>"}) + "\n")
     with FakeOpenAI(stages=RACE_JUDGE) as server:
-        s = evaluate(_cfg(tmp_path, server), tasks, reports, run, progress=False)
+        s = evaluate(_cfg(tmp_path, server), tasks, reports, run, progress=False).summary
     assert server.n_requests == 1  # the empty report (no <answer>) is not sent to the judge
     records = _records(run)
     assert records["r1"]["scores"]["race"]["mode"] == "reference" and records["r1"]["metrics"]["race"] == pytest.approx(0.6)
@@ -257,11 +257,11 @@ def test_rubric_and_exact_scorers_on_tree_and_kg_rows_and_unscored_is_not_zero(t
     reports.write_text(json.dumps({"id": "ex1", "response": "The tower is 330 metres tall, finished for the Fair."})
                        + "\n" + json.dumps({"id": "kg1", "response": "It was completed in 1889."}) + "\n")
     with FakeOpenAI([Reply(status=503)]) as down:
-        s = evaluate(_cfg(tmp_path, down, max_retries=0), tasks, reports, run, progress=False)
+        s = evaluate(_cfg(tmp_path, down, max_retries=0), tasks, reports, run, progress=False).summary
     assert s.metrics["rubric"]["n"] == 0 and s.metrics["rubric"]["unscored"] == 1  # the judge was down: not 0
     assert s.metrics["exact.f1"]["mean"] == pytest.approx(0.8 / 1.4) and s.metrics["exact.em"]["mean"] == 0.0
     with FakeOpenAI(stages=SCRIPTED_JUDGE) as server:
-        s = evaluate(_cfg(tmp_path, server), tasks, reports, run, progress=False)
+        s = evaluate(_cfg(tmp_path, server), tasks, reports, run, progress=False).summary
     assert s.scored_now == 1 and server.n_requests == 3  # only the unscored task, one call per criterion
     assert s.metrics["rubric"]["mean"] == pytest.approx(1.25 / 1.5) and s.metrics["rubric"]["unscored"] == 0
     assert _records(run)["ex1"]["scores"]["rubric"]["per_criterion"] == {"c1": 1.0, "c2": 0.5, "c3": 0.0}
@@ -279,7 +279,7 @@ def test_exchanged_rubric_layouts_are_task_sets(tmp_path, fmt, expected):
     tasks.write_text(json.dumps(record) + "\n")
     reports.write_text(json.dumps({"id": tid, "response": "A report."}) + "\n")
     with FakeOpenAI(stages=SCRIPTED_JUDGE) as server:
-        s = evaluate(_cfg(tmp_path, server), tasks, reports, tmp_path / "run", progress=False)
+        s = evaluate(_cfg(tmp_path, server), tasks, reports, tmp_path / "run", progress=False).summary
     assert s.metrics["rubric"]["mean"] == pytest.approx(expected)
     assert server.n_requests == len(_records(tmp_path / "run")[tid]["scores"]["rubric"]["per_criterion"])
 
@@ -311,7 +311,7 @@ def test_citation_support_against_the_corpus_and_format_compliance(tmp_path, sma
     with FakeOpenAI(stages=SCRIPTED_JUDGE) as server:
         llm = litellm_llm_config(tmp_path, server)
         cfg = load_config(overrides={"llm": llm, "tools": {"index_dir": str(small_index_cfg.index_dir())}})
-        s = evaluate(cfg, tasks, reports, run, asked=["citation", "format"], progress=False)
+        s = evaluate(cfg, tasks, reports, run, asked=["citation", "format"], progress=False).summary
     prompts = ["\n".join(m["content"] for m in body["messages"]) for body in server.requests]
     assert len(prompts) == 2 and any(p1.text[:60] in p and full in p for p in prompts)
     records = _records(run)
@@ -466,7 +466,7 @@ def test_equivalence_judge_reads_the_final_answer_and_leaves_a_bad_answer_unscor
     reports.write_text("".join(json.dumps({"id": t, "response": r}) + "\n" for t, r in texts.items()))
     with FakeOpenAI(responder=equivalence_judge) as server:
         s = evaluate(_cfg(tmp_path, server, max_retries=0, structured_retries=0), tasks, reports, run,
-                     asked=["exact", "equivalence"], progress=False)
+                     asked=["exact", "equivalence"], progress=False).summary
         prompts = [json.dumps(r) for r in server.requests]
     assert server.n_requests == 3  # k4 has no answer: 0 without a judge call
     assert all("1889 (also accepted: in 1889)" in p for p in prompts)
@@ -513,14 +513,14 @@ def test_agent_reports_are_made_once_scored_and_a_failed_one_is_made_by_the_next
         agent = load_agent_config(f"model=openai/fake-model,backend=litellm,api_base={server.api_base},tools=false,"
                                   "max_retries=0,max_tokens=64")
         first = evaluate(cfg, tasks, None, run, asked=["exact", "equivalence"], progress=False, agent=agent,
-                         split="test", announce=heard.append)
+                         split="test", announce=heard.append).summary
         after_first = server.n_requests
         down.clear()
         second = evaluate(cfg, tasks, None, run, asked=["exact", "equivalence"], progress=False, agent=agent,
-                          split="test", announce=heard.append)
+                          split="test", announce=heard.append).summary
         after_second = server.n_requests
         third = evaluate(cfg, tasks, None, run, asked=["exact", "equivalence"], progress=False, agent=agent,
-                         split="test")
+                         split="test").summary
     assert after_first == 3  # two agent calls (one failed, not retried), one judge call
     assert (first.tasks, first.reports, first.missing, first.agent["made_now"]) == (2, 1, 1, 1)
     assert heard[0].startswith("budget for 2 tasks: agent openai/fake-model ~2 calls, ~") and "judge openai/fake-" \
@@ -546,7 +546,7 @@ def test_agent_with_tools_plays_stepwise_mams_over_the_index(small_index_cfg, tm
         cfg = Config.model_validate({**data, "llm": {**data["llm"], **litellm_llm_config(tmp_path, server)}})
         agent = load_agent_config(f"model=openai/fake-model,backend=litellm,api_base={server.api_base},"
                                   "workflow=stepwise,tool_budget=3")
-        s = evaluate(cfg, tasks, None, run, asked=["format"], progress=False, agent=agent)
+        s = evaluate(cfg, tasks, None, run, asked=["format"], progress=False, agent=agent).summary
     (made,) = [json.loads(line) for line in (run / "reports.jsonl").read_text().splitlines()]
     assert made["tool_calls"] == 2 and made["agent_calls"] == server.n_requests
     assert made["response"].startswith("<answer># The making of 2001\n\n## Making")
@@ -583,7 +583,7 @@ def test_a_train_checkpoint_answers_through_the_rollouts_sampler(tiny_model, tmp
     from rubricforge.training.rollouts import Sampler
 
     s = evaluate(load_config(), tasks, None, run, asked=["format"], progress=False, agent=agent, limit=2,
-                 sampler=Sampler)
+                 sampler=Sampler).summary
     made = [json.loads(line) for line in (run / "reports.jsonl").read_text().splitlines()]
     assert [(r["id"], r["agent_calls"], r["tool_calls"]) for r in made] == [("eiffel", 1, 0), ("wall", 1, 0)]
     assert all(isinstance(r["response"], str) for r in made) and s.metrics["format"]["n"] == 2

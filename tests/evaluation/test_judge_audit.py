@@ -64,9 +64,9 @@ def test_balanced_accuracy_by_hand():
 def test_audit_balanced_accuracy_per_category_and_mode(tmp_path):
     with FakeOpenAI(stages=AUDIT_JUDGE) as server:
         cfg = Config.model_validate({"llm": litellm_llm_config(tmp_path, server)})
-        s = audit_judge(cfg, LABELS, tmp_path / "run", progress=False)
+        s = audit_judge(cfg, LABELS, tmp_path / "run", progress=False).summary
         requests = len(server.requests)
-        again = audit_judge(cfg, LABELS, tmp_path / "run", progress=False)  # resumes: nothing left to judge
+        again = audit_judge(cfg, LABELS, tmp_path / "run", progress=False).summary  # resumes: nothing left
         assert len(server.requests) == requests
     assert (s.status, s.reports, s.points, s.judged_now, again.judged_now) == ("complete", 3, 12, 6, 0)
     one, batched = s.modes["per_criterion"], s.modes["batched"]

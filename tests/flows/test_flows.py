@@ -64,7 +64,7 @@ def test_build_dataset_flow_matches_the_in_process_build(threads):
     flow, direct = threads["flow"], threads["direct"]
     assert flow.summary.status == "complete" and flow.summary.computed_now["trees"] == 2
     assert flow.rows == direct.rows == 1  # tree 0's candidate fails the rule checks; tree 1's recorded KEEP
-    assert rows(flow.dataset_dir) == rows(direct.dataset_dir)
+    assert rows(flow.out) == rows(direct.out)
     assert flow.summary.ledger["calls"] == direct.summary.ledger["calls"] > 0
     run = Path(flow.summary.run_dir)
     assert stage_records(run) == stage_records(Path(direct.summary.run_dir))
@@ -78,7 +78,7 @@ def test_a_second_flow_run_answers_the_trees_from_the_cache(threads):
     again = run_flow(threads["cfg"], threads["root"])
     assert len(tree_task_runs("Cached")) == before + 2  # both tree tasks: no work, no LLM call
     assert again.summary.computed_now == {} and again.summary.ledger.get("calls", 0) == 0
-    assert rows(again.dataset_dir) == rows(threads["flow"].dataset_dir)
+    assert rows(again.out) == rows(threads["flow"].out)
 
 
 def test_ray_workers_build_the_same_dataset_as_threads(threads, monkeypatch, prefect_server):
@@ -86,7 +86,7 @@ def test_ray_workers_build_the_same_dataset_as_threads(threads, monkeypatch, pre
     cfg = derive(threads["cfg"], f"run_dir={threads['root'] / 'ray'}", "runner.kind=ray", "runner.workers=2")
     scaled = run_flow(cfg, threads["root"])
     assert scaled.summary.status == "complete" and scaled.summary.computed_now["trees"] == 2
-    assert rows(scaled.dataset_dir) == rows(threads["flow"].dataset_dir)
+    assert rows(scaled.out) == rows(threads["flow"].out)
     assert stage_records(Path(cfg.run_dir)) == stage_records(Path(threads["cfg"].run_dir))
     assert scaled.summary.ledger["calls"] == threads["flow"].summary.ledger["calls"]  # summed over the workers
 
@@ -115,7 +115,7 @@ def test_dask_workers_in_another_directory_and_home_build_the_same_dataset_as_th
     run = driver / "runs" / "dask"
     assert scaled.summary.run_dir == str(run) and not (elsewhere / "runs").exists()
     assert scaled.summary.status == "complete" and scaled.summary.computed_now["trees"] == 2
-    assert rows(scaled.dataset_dir) == rows(threads["flow"].dataset_dir)
+    assert rows(scaled.out) == rows(threads["flow"].out)
     assert stage_records(run) == stage_records(Path(threads["cfg"].run_dir))
     assert not list(run.glob("*.shards"))  # every worker's shard was merged into its log
     assert scaled.summary.ledger["calls"] == threads["flow"].summary.ledger["calls"]  # summed over the workers
@@ -138,7 +138,7 @@ def test_a_configuration_mistake_in_a_tree_fails_the_run_at_once_and_the_rerun_r
     # the recording is fixed: the same flow resumes, tree 0 from the cache, tree 1 computed
     resumed = run_flow(derive(cfg, f"llm.replay_path={threads['cfg'].llm.replay_path}"), tmp_path)
     assert resumed.summary.status == "complete" and resumed.summary.computed_now["trees"] == 1
-    assert rows(resumed.dataset_dir) == rows(threads["flow"].dataset_dir)
+    assert rows(resumed.out) == rows(threads["flow"].out)
 
 
 @pytest.mark.parametrize("error, runs", [(BudgetExceeded("LLM budget reached", "raise llm.max_tokens"), 1),

@@ -99,4 +99,4 @@ def test_deployment_from_prefect_yaml_runs_on_a_real_server_and_worker(small_ind
     manifest = json.loads((Path(cfg.run_dir) / "manifest.json").read_text())
     assert manifest["status"] == "complete" and manifest["dataset_rows"] == 1  # the replayed build exports one row
     reference = build_in_process(replay(small_index_cfg, tmp_path / "in-process", KEEP_ALL), progress=False)
-    assert rows(manifest["dataset_dir"]) == rows(reference.dataset_dir)
+    assert rows(manifest["dataset_dir"]) == rows(reference.out)

@@ -72,7 +72,7 @@ def test_run_directory_holds_config_seeds_logs_export_and_manifest(small_index_c
     assert {"extract", "decompose", "ground", "merge"} <= set(manifest["ledger"]["by_stage"])
     assert manifest["counts"]["trees"] == 2 and manifest["versions"]["rubricforge"]
     assert (run / "dataset").is_dir() and Path(reference["job"].viewer).is_file()
-    assert reference["job"].dataset_dir == str(run / "dataset") == manifest["dataset_dir"]
+    assert reference["job"].out == str(run / "dataset") == manifest["dataset_dir"]
     assert reference["job"].rows == summary.retained == manifest["dataset_rows"]
     assert summary.decisions.get("KEEP", 0) >= 1 and reference["job"].rows >= 1  # the recording's KEEP is exported
 
@@ -241,12 +241,12 @@ def test_the_default_pipeline_with_the_default_model_retains_a_grounded_row(smal
     job = build_dataset(cfg, progress=False)
     assert job.summary.status == "complete" and job.rows >= 1, job.summary.to_dict()
     assert job.summary.retained >= 1 and job.summary.trees <= 8
-    first_row = json.loads((Path(job.dataset_dir) / "data.jsonl").read_text().splitlines()[0])
+    first_row = json.loads((Path(job.out) / "data.jsonl").read_text().splitlines()[0])
     [tree] = [json.loads(line)["tree"] for line in lines(tmp_path / "run", "trees")
               if json.loads(line)["key"] == first_row["id"].split("--")[0]]
     held = [p for n in tree["nodes"].values() for p in n["passage_ids"]]
     assert len(held) == len(set(held)) > 1  # each node brought its own passage
-    [row] = [json.loads(line) for line in (Path(job.dataset_dir) / "data.jsonl").read_text().splitlines()][:1]
+    [row] = [json.loads(line) for line in (Path(job.out) / "data.jsonl").read_text().splitlines()][:1]
     assert row["question"].strip().endswith("?")
     from rubricforge.corpora.embedding import Embedder
     from rubricforge.pipelines.tree.rules import coverage_failures

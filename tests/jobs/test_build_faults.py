@@ -20,7 +20,7 @@ from support.pipeline_fake import N_TREES, CutOneRoot, Faulty, pipeline_answer, 
 
 
 def _rows(result) -> list[dict]:
-    lines = (Path(result.dataset_dir) / "data.jsonl").read_text(encoding="utf-8").splitlines()
+    lines = (Path(result.out) / "data.jsonl").read_text(encoding="utf-8").splitlines()
     return sorted((json.loads(line) for line in lines), key=lambda r: r["id"])
 
 
@@ -92,7 +92,7 @@ def test_a_tree_cut_by_invalid_answers_fails_the_run_exports_the_rest_as_partial
     assert rebuilt["tree"]["invalid_answers"] == 0 and rebuilt["tree"]["attempt"] == 1
     assert len(rebuilt["tree"]["nodes"]) > 1
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
-    assert manifest["dataset_partial"] is False and json.loads((Path(resumed.dataset_dir) / "stats.json").read_text(
+    assert manifest["dataset_partial"] is False and json.loads((Path(resumed.out) / "stats.json").read_text(
         ))["partial"] is None
 
 
@@ -107,7 +107,7 @@ def test_a_tree_still_cut_after_its_rebuilds_is_counted_and_kept_or_dropped(smal
         result = build_dataset(cfg, progress=False)  # the rebuild is cut again: no more retries, the run completes
     s = result.summary
     assert s.status == "complete" and (s.cut_trees, s.invalid_answers) == (1, 1) and cut.invalid == 6
-    assert "cut 1 by 1 invalid answers" in s.lines(result.rows)[0]
+    assert "cut 1 by 1 invalid answers" in s.lines()[0]
     assert any("still cut by invalid model answers after 1 rebuild(s)" in w for w in s.warnings)
     candidates = {c["candidate"]["tree_id"]: c["candidate"] for c in StageLog(tmp_path / "run" / "candidates.jsonl").records()}
     cut_tree = next(t["key"] for t in StageLog(tmp_path / "run" / "trees.jsonl").records() if t["tree"]["invalid_answers"])

@@ -233,7 +233,7 @@ def test_a_budget_stop_exports_the_finished_rows_and_a_rerun_finishes(kg_cfg, re
     manifest = json.loads((run / "manifest.json").read_text())
     assert stopped.summary.status == manifest["status"] and manifest["status"].startswith("stopped: LLM budget reached")
     assert 0 < stopped.rows <= result.rows and manifest["dataset_rows"] == stopped.rows and manifest["dataset_partial"]
-    assert len((Path(stopped.dataset_dir) / "data.jsonl").read_text().splitlines()) == stopped.rows
+    assert len((Path(stopped.out) / "data.jsonl").read_text().splitlines()) == stopped.rows
     assert manifest["invocations"][-1]["status"] == manifest["status"] and manifest["ledger"]["total"]["calls"] > 0
     done = build_kg_dataset(derive(kg_cfg, f"run_dir={run}"), progress=False)
     assert done.summary.status == "complete" and done.rows == result.rows

@@ -93,11 +93,13 @@ def test_long_form_row_is_a_teacher_trajectory_with_its_retrieval_data(small_ind
         data = derive(small_index_cfg, "tools.top_k=2").model_dump(mode="json")
         cfg = Config.model_validate({**data, "run_dir": str(tmp_path / "run"),
                                      "llm": {**data["llm"], **litellm_llm_config(tmp_path, server, max_retries=0)}})
-        failed = build_report_data(cfg, queries, forms=("long",), mams=MamsConfig(tool_budget=3), progress=False)
+        failed = build_report_data(cfg, queries, forms=("long",), mams=MamsConfig(tool_budget=3),
+                                   progress=False).summary
         # a failed call is no shorter report; a teacher that never searched has no report to give
         assert (failed.rows, failed.failed) == (0, {"teacher_trajectory": 1, "teacher_no_tool_call": 1})
         fail_report[0] = False
-        done = build_report_data(cfg, queries, forms=("long", "short"), mams=MamsConfig(tool_budget=3), progress=False)
+        done = build_report_data(cfg, queries, forms=("long", "short"), mams=MamsConfig(tool_budget=3),
+                                 progress=False).summary
     assert (done.rows, done.failed) == (3, {"teacher_no_tool_call": 1})
     rows = [json.loads(line) for line in (tmp_path / "run" / "report" / "data.jsonl").read_text().splitlines()]
     check_columns(rows, ["report"], "report data")
@@ -132,7 +134,7 @@ def test_stepwise_teacher_writes_a_long_form_row(small_index_cfg, tmp_path):
                                      "llm": {**data["llm"], **litellm_llm_config(tmp_path, server, max_retries=0)}})
         assert teacher_mode(cfg) == "paper" and teacher_mode(Config()) == "stepwise"  # auto: the embedded model
         cfg.build.teacher = "stepwise"
-        done = build_report_data(cfg, queries, forms=("long",), progress=False)
+        done = build_report_data(cfg, queries, forms=("long",), progress=False).summary
         searches = [r for r in server.requests if "Next plan item" in json.dumps(r)]
         outline_prompt = next(r for r in server.requests if "You are writing a deep research report" in json.dumps(r))
     assert (done.rows, done.failed) == (1, {})

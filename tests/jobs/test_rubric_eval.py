@@ -57,9 +57,9 @@ def test_rubrics_eval_table_run_dir_and_resume(tmp_path):
     with FakeOpenAI(stages=PREFS_JUDGE) as server:
         cfg = load_config(_config(tmp_path, server))
         sources = ["general", "generated", "closed-book", "race", "tree"]
-        result = evaluate(cfg, pairs, sources, race_file=race, dataset=dataset, n_boot=200, progress=False)
+        result = evaluate(cfg, pairs, sources, race_file=race, dataset=dataset, n_boot=200, progress=False).summary
         first = server.n_requests
-        again = evaluate(cfg, pairs, sources, race_file=race, dataset=dataset, n_boot=200, progress=False)
+        again = evaluate(cfg, pairs, sources, race_file=race, dataset=dataset, n_boot=200, progress=False).summary
         asked_again = server.requests[first:]
 
     for s in result.sources:
@@ -134,7 +134,7 @@ def test_table_1_pointwise_and_pairwise_judge_baselines(tmp_path):
     pairs = _pairs(tmp_path)
     with FakeOpenAI(responder=_baseline_judge) as server:
         result = evaluate(load_config(_config(tmp_path, server)), pairs, ["pointwise", "pairwise"], n_boot=100,
-                          progress=False)
+                          progress=False).summary
         prompts = [r["messages"][-1]["content"] for r in server.requests]
     point, pair = result.sources
     # pointwise: p1-p3 GOOD (8) over weak (3), p4 weak chosen, p5 BROKEN unscored; S = (v - 1) / 9

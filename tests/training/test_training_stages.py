@@ -34,9 +34,9 @@ def rollouts(small_index_cfg, tiny_model, tmp_path_factory) -> Path:
     sampler = Sampler(str(tiny_model), cfg)
     ScriptedPolicy(sampler.model, sampler.tokenizer)
     out = tmp_path_factory.mktemp("rollouts") / "rollouts.jsonl"
-    summary = sample_rollouts(cfg, EXAMPLES, out, sampler=lambda: sampler)
+    summary = sample_rollouts(cfg, EXAMPLES, out, sampler=lambda: sampler).summary
     assert (summary.trajectories, summary.sampled_now, summary.tool_calls) == (4, 4, 4)
-    again = sample_rollouts(cfg, EXAMPLES, out, sampler=lambda: pytest.fail("a model was loaded"))  # nothing left
+    again = sample_rollouts(cfg, EXAMPLES, out, sampler=lambda: pytest.fail("a model was loaded")).summary  # none left
     assert (again.trajectories, again.sampled_now) == (4, 0)
     return out
 
@@ -102,7 +102,7 @@ def test_dpo_pairs_from_scored_rollouts_train_with_dpo(small_index_cfg, tiny_mod
         data = small_index_cfg.model_dump(mode="json")
         data["llm"] = {**data["llm"], **litellm_llm_config(tmp_path, judge)}
         cfg = Config.model_validate(data)
-        summary = build_pairs(cfg, EXAMPLES, rollouts, tmp_path / "pairs")
+        summary = build_pairs(cfg, EXAMPLES, rollouts, tmp_path / "pairs").summary
     assert (summary.prompts, summary.pairs, summary.scored, summary.unscored, summary.without_pair) == (2, 1, 4, 0, 1)
     pairs = load_from_disk(str(tmp_path / "pairs"))
     row = pairs[0]

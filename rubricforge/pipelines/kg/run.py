@@ -90,18 +90,19 @@ class KGSummary:
     computed_now: dict[str, int] = field(default_factory=dict)
     ledger: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
+    rows: int = 0  # the exported dataset's rows (set by the export, :func:`rubricforge.jobs.base.exported`)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def lines(self, rows: int) -> list[str]:
-        """What the CLI prints about the stages (``rows``: the exported dataset's)."""
+    def lines(self) -> list[str]:
+        """What the CLI prints about the stages and the export's rows."""
         g = self.graph
         drops = ", ".join(f"{k} {v}" for k, v in sorted(self.drops.items())) or "none"
         return [f"{self.status} in {self.seconds:.0f}s: passages {self.passages} (LLM-read {self.extracted}, "
                 f"triples {self.triples}) · graph {g.get('nodes', 0)} nodes, {g.get('edges', 0)} edges · subgraphs "
                 f"{self.paths} ({self.sampling_attempts} tried) · questions {self.questions} · drops: {drops} · "
-                f"retained {self.retained} (long-form {self.longform}) · dataset rows {rows}",
+                f"retained {self.retained} (long-form {self.longform}) · dataset rows {self.rows}",
                 f"this call: {int(self.ledger.get('calls', 0))} LLM calls, "
                 f"{int(self.ledger.get('prompt_tokens', 0)) + int(self.ledger.get('completion_tokens', 0))} tokens"]
 
@@ -335,7 +336,7 @@ class KGRun:
             seconds=round(time.monotonic() - self.t0, 1))
 
     def _write_manifest(self, status: str, summary: KGSummary | None = None) -> None:
-        counts = {k: v for k, v in summary.to_dict().items() if k not in ("run_dir", "status", "ledger")} \
+        counts = {k: v for k, v in summary.to_dict().items() if k not in ("run_dir", "status", "ledger", "rows")} \
             if summary else {n: len(log) for n, log in self.logs.items()}
         self.run_dir.write_manifest(self.invocation, self.started, status, {
             "corpus": {"hash": self.corpus_hash, "index_dir": str(self.cfg.index_dir()),

@@ -106,18 +106,19 @@ class BuildSummary:
     ledger: dict[str, Any] = field(default_factory=dict)  # this call's totals: calls, tokens, cost, cache hits
     warnings: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    rows: int = 0  # the exported dataset's rows (set by the export, :func:`rubricforge.jobs.base.exported`)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def lines(self, rows: int) -> list[str]:
-        """What the CLI prints about the stages (``rows``: the exported dataset's)."""
+    def lines(self) -> list[str]:
+        """What the CLI prints about the stages and the export's rows."""
         decisions = ", ".join(f"{k} {v}" for k, v in sorted(self.decisions.items())) or "none"
         tokens = int(self.ledger.get("prompt_tokens", 0)) + int(self.ledger.get("completion_tokens", 0))
         cut = f", cut {self.cut_trees} by {self.invalid_answers} invalid answers" if self.cut_trees else ""
         return [f"{self.status} in {self.seconds:.0f}s: trees {self.trees} (nodes {self.nodes}, leaves {self.leaves}{cut}) "
                 f"· candidates {self.candidates} (rule failures {self.rule_failures}) · verified {self.verified} "
-                f"({decisions}) · dataset rows {rows}"
+                f"({decisions}) · dataset rows {self.rows}"
                 + (f" · {self.retained} of {self.target_rows} wanted rows retained after {self.trees} trees"
                    if self.target_rows else ""),
                 f"this call: {int(self.ledger.get('calls', 0))} LLM calls, {tokens} tokens, "
@@ -494,7 +495,7 @@ def write_manifest(cfg: Config, plan: BuildPlan, status: str, summary: BuildSumm
     """The run's manifest (:meth:`RunDir.write_manifest`); the counts are the summary's, when given."""
     counts = None
     if summary is not None:
-        counts = {k: v for k, v in summary.to_dict().items() if k not in ("run_dir", "status", "ledger", "warnings")}
+        counts = {k: v for k, v in summary.to_dict().items() if k not in ("run_dir", "status", "ledger", "warnings", "rows")}
     RunDir(plan.run_dir, PIPELINE).write_manifest(plan.invocation, plan.started, status, {
         "corpus": {"hash": plan.corpus_hash, "index_dir": str(cfg.index_dir()), "source": cfg.corpus.source},
         "models": plan.models, "prompt_hashes": prompt_hashes(), "tree_settings": plan.settings,
