@@ -17,15 +17,11 @@ a run cut short still plots (``--arm none``). ``--svg``: per run each step's mea
 mean with its 95 % band; ``--md``: first and last ten steps' reward, format components and length per run, s/step,
 tokens/s, peak memory, and each run minus the control paired by step with a bootstrap CI.
 
-Measured on the shared 2-core machine (five other sessions' tests, load 7–11, about a third of a core for this
-job; both runs side by side), 1 question × G = 4, 24 tokens: 85–115 s a step, about 1 generated token/s, peak
-12.1 GB (AdamW, FP32) and 7.2 GB (the control's SGD). Learning rate 3e-5: reward 0.82 at step 2 against the
-control's 0.14, then a collapse to near-deterministic text (entropy 0.32) that closes no tag in 24 tokens:
-reward 0 from step 5, no gradient left, stopped at step 7. Learning rate 1e-5 (28 steps, about 54 s a step as the load fell):
-0.07 → 0.64 by step 3, then 0.714 at 20 of the last 23 steps (``<answer>`` closed, ``<think>`` dropped; entropy
-0.01–0.5), steps 19–28 +0.57 over the control (bootstrap CI +0.46 to +0.66): it learns the format's larger half
-and collapses onto one pattern.
-``docs/results.md`` ("A GRPO learning curve on CPU") has the whole account::
+Measured (1 question × G = 4, 24 tokens, on this project's shared 2-core CPU): learning rate 1e-5 rises from
+0.07 to 0.714 by step 6 and stays there for 40 steps (``<answer>`` closed, ``<think>`` dropped: tag soup that pays),
+steps 31–40 +0.64 over the control (bootstrap CI +0.55 to +0.70), about 115 s a step under load; 3e-5 collapses
+to text that closes no tag by step 5. ``--preset small-gpu`` runs it on a GPU (``benchmarks/gpu_run.sh curve``;
+docs/gpu.md). ``docs/results.md`` ("A GRPO learning curve on CPU") has the whole account::
 
     .venv/bin/python benchmarks/grpo_learning_curve.py --steps 40 --lr 3e-5 1e-5 --prompts 1 --group 4 \\
         --max-completion 24 --bf16 --work runs/bench-curve --svg docs/grpo-learning-curve.svg \\
