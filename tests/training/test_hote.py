@@ -167,7 +167,7 @@ def test_a_flaw_every_response_shares_reaches_the_meta_rubrics(tmp_path, retire)
     import threading
     from types import SimpleNamespace
 
-    from rubricforge.training.hote import HoteRun
+    from rubricforge.training.hote import HoteRun, StepRecord
 
     dataset = tmp_path / "tasks.jsonl"
     dataset.write_text("".join(json.dumps({"id": f"t{i}", "question": f"Why does thing {i} happen?",
@@ -189,7 +189,7 @@ def test_a_flaw_every_response_shares_reaches_the_meta_rubrics(tmp_path, retire)
         answers = ["<think>x</think>\n<answer>It happens because of physics.</answer>"] * len(ids)
         rewards = run._on_loop(run._solver_reward([None] * len(ids), answers, ids))
         tr = run.bank.tasks["t0"]
-        _, rows = run._propose(1, tasks)
+        _, rows = run._propose(1, tasks, StepRecord(1, [], [], {}))
         run._on_loop(run.client.aclose())
         meta_prompt = next(m["content"] for r in server.requests for m in r["messages"]
                            if "You analyse how a research agent failed" in r["messages"][0]["content"] and m["role"] == "user")
