@@ -47,6 +47,7 @@ def main() -> None:
     loaded = time.perf_counter() - started
     print(f"{len(requests)} requests; model loaded in {loaded:.0f} s", flush=True)
     prompts = [tok.apply_chat_template(r["messages"], add_generation_prompt=True, tokenize=False) for r in requests]
+    pad = tok.pad_token_id or tok.eos_token_id
     order = sorted(range(len(requests)), key=lambda i: len(prompts[i]))  # similar lengths batch together
     args.out.unlink(missing_ok=True)
     for start in range(0, len(order), args.batch):
@@ -55,16 +56,16 @@ def main() -> None:
         batch = tok([prompts[i] for i in chunk], return_tensors="pt", padding=True).to(args.device)
         with torch.no_grad():
             out = model.generate(**batch, max_new_tokens=args.max_new_tokens, do_sample=False,
-                                 pad_token_id=tok.pad_token_id or tok.eos_token_id)
+                                 pad_token_id=pad)
         width = batch["input_ids"].shape[1]
         with args.out.open("a", encoding="utf-8") as fh:
             for row, i in enumerate(chunk):
                 new = out[row, width:]
-                done = int((new != (tok.pad_token_id or tok.eos_token_id)).sum())
+                done = int((new != pad).sum())
                 text = tok.decode(new, skip_special_tokens=True)
                 usage = {"prompt_tokens": int(batch["attention_mask"][row].sum()), "completion_tokens": done}
                 fh.write(json.dumps({**requests[i], "text": text, "usage": usage}, ensure_ascii=False) + "\n")
-        tokens = int((out[:, width:] != (tok.pad_token_id or tok.eos_token_id)).sum())
+        tokens = int((out[:, width:] != pad).sum())
         print(f"batch of {len(chunk)}: {time.perf_counter() - t:.0f} s, {tokens} tokens generated, longest answer "
               f"{out.shape[1] - width} tokens; peak GPU memory "
               f"{torch.cuda.max_memory_allocated() / 1e9 if args.device == 'cuda' else 0:.1f} GB",
