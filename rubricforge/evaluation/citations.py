@@ -8,9 +8,14 @@ cannot be retrieved are left out. Citation accuracy = supported / judged pairs o
 id names (:class:`CorpusCitations`), and the judge is the rewards' snippet-support prompt (DeepRubric Fig. 6):
 "Fully supported" is supported, "Partially supported" and "No support" are not (FACT's verdict is yes / no).
 
-Metrics: ``citation.precision`` (left out for a report with no judged pair: FACT has no accuracy for it),
-``citation.supported``, ``citation.unresolved`` (pairs whose id names no passage). A failed judge call makes the
-report's precision and count unscored (None).
+Metrics per report: ``citation.precision`` (left out for a report with no judged pair: FACT has no accuracy for
+it), ``citation.supported``, ``citation.unresolved`` (pairs whose id names no passage). A failed judge call makes
+the report's precision and count unscored (None).
+
+A run's numbers are DeepResearch Bench's (``utils/stat.py``), :func:`summarise`: citation accuracy pools the
+pairs, Σ supported / Σ judged over all reports (not the mean of per-report precisions), and effective
+citations is Σ supported / the number of reports with at least one citation (resolved or not), not over all
+reports. Reports whose judging failed are left out of both and counted as unscored.
 
 **Format compliance** (MindDR Eq. 11 on the report body, :mod:`~rubricforge.rewards.minddr.report_rules`): ``format`` =
 the share of the two checks a report passes (``format.markdown``: no markdown problem; ``format.cite``: no
@@ -21,10 +26,11 @@ report is read out of its tag.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from rubricforge.corpora.snippets import stable_id
+from rubricforge.evaluation import stats
 from rubricforge.rewards.deeprubric.citation_reward import Support
 from rubricforge.rewards.claims import cite_problems, extract_claims
 from rubricforge.rewards.judging import Judge
@@ -80,6 +86,29 @@ async def fact(judge: Judge, question: str, report: str, resolve: Resolve) -> di
     metrics |= {"citation.supported": supported, "citation.unresolved": float(len(pairs) - len(judged))}
     return {"metrics": metrics, "pairs": [{"statement": s, "id": i, "verdict": label}
                                           for ((s, i), _), label in zip(judged, labels, strict=True)]}
+
+
+def summarise(records: Iterable[Mapping[str, Any]], resamples: int = stats.RESAMPLES,
+              seed: int = 0) -> dict[str, dict[str, Any]]:
+    """The run's ``citation.precision`` (pooled accuracy) and ``citation.supported`` (effective citations) as
+    DeepResearch Bench aggregates them (see the module docstring), in :func:`~.stats.describe`'s layout; {} when no
+    record has the citation scorer."""
+    scored = [r["scores"]["citation"] for r in records if "citation" in r.get("scores", {})]
+    if not scored:
+        return {}
+    cited = [s for s in scored if len(s["pairs"]) + (s["metrics"]["citation.unresolved"] or 0) > 0]
+    done = [s for s in cited if s["metrics"]["citation.supported"] is not None]
+    support = [s["metrics"]["citation.supported"] for s in done]
+    judged = [s for s in done if s["pairs"]]
+    ratio = stats.pooled([s["metrics"]["citation.supported"] for s in judged], [len(s["pairs"]) for s in judged],
+                         resamples, seed)
+    precisions = [s["metrics"]["citation.precision"] for s in judged]
+    accuracy = {"n": ratio["n"], "unscored": len(cited) - len(done), "mean": ratio["mean"], "std": None,
+                "min": min(precisions, default=None), "max": max(precisions, default=None),
+                "ci_low": ratio["ci_low"], "ci_high": ratio["ci_high"], "pooled": [ratio["numerator"],
+                                                                                   ratio["denominator"]]}
+    return {"citation.precision": accuracy,
+            "citation.supported": stats.describe([*support, *([None] * (len(cited) - len(done)))], resamples, seed)}
 
 
 def format_compliance(report: str) -> dict[str, Any]:

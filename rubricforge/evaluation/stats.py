@@ -51,6 +51,23 @@ def summarise(per_task: Mapping[str, Mapping[str, float | None]], resamples: int
             for m in names}
 
 
+def pooled(numerators: Sequence[float], denominators: Sequence[float], resamples: int = RESAMPLES, seed: int = 0,
+           level: float = LEVEL) -> dict[str, Any]:
+    """Σ numerators / Σ denominators over n units (tasks), with the percentile-bootstrap CI of that ratio from
+    resampling the units (a resample whose denominators sum to 0 is left out); the mean is None when the
+    denominators sum to 0."""
+    num, den = np.asarray(numerators, dtype=float), np.asarray(denominators, dtype=float)
+    total = float(den.sum())
+    out: dict[str, Any] = {"n": int(num.size), "numerator": float(num.sum()), "denominator": total,
+                           "mean": float(num.sum()) / total if total > 0 else None, "ci_low": None, "ci_high": None}
+    if num.size and total > 0:
+        idx = np.random.default_rng(seed).integers(0, num.size, (resamples, num.size))
+        sums = den[idx].sum(axis=1)
+        ratios = num[idx].sum(axis=1)[sums > 0] / sums[sums > 0]
+        out["ci_low"], out["ci_high"] = (float(q) for q in np.quantile(ratios, [(1 - level) / 2, (1 + level) / 2]))
+    return out
+
+
 def sign_test(wins: int, losses: int) -> float:
     """Exact two-sided sign-test p-value of ``wins`` against ``losses`` (ties left out): 1.0 with none."""
     n = wins + losses

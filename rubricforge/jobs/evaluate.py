@@ -30,6 +30,7 @@ from rubricforge.corpora.rejects import Rejects
 from rubricforge.errors import UserError
 from rubricforge.evaluation import report as html
 from rubricforge.evaluation import scorers, stats
+from rubricforge.evaluation.citations import summarise as fact_summary
 from rubricforge.evaluation.tasks import digest, load_reports, load_tasks, report_text, scorers_for
 from rubricforge.jobs.base import JobResult, job_result
 from rubricforge.jobs.items import ItemJob, ItemStats
@@ -123,8 +124,9 @@ def evaluate(cfg: Config, tasks_path: str | Path, reports_path: str | Path | Non
     status = scoring if status == "complete" else status  # a budget stop while the agent ran is the run's status
     per_task = {tid: log[tid]["metrics"] for tid in reports if tid in log}
     scored_now = sum(1 for tid in pending if tid in log and log[tid]["report_sha"] == job.shas[tid])
+    metrics = stats.summarise(per_task, resamples, seed) | fact_summary((log[t] for t in per_task), resamples, seed)
     summary = EvalSummary(str(run.path), status, len(tasks), len(reports), len(tasks) - len(reports),
-                          scored_now, judge_model, stats.summarise(per_task, resamples, seed),
+                          scored_now, judge_model, metrics,
                           _judge_use(run, [log[t] for t in per_task]),
                           _agent_use(run, agent, made, made_now) if agent else {}, rejects.summary(), str(run / "report.html"))
     atomic_write_json(run / "summary.json", asdict(summary))
@@ -280,24 +282,52 @@ def _judge_use(run: RunDir, records: list[dict[str, Any]]) -> dict[str, Any]:
 # ---------------------------------------------------------------- compare
 
 
+JUDGE_FREE = ("exact", "format")  # scorers that make no judge call
+
+
 def read_run(path: str | Path) -> dict[str, dict[str, float | None]]:
     """An evaluation run's per-task metrics; a UserError when ``path`` is not one."""
+    return {k: r["metrics"] for k, r in _records(path).items()}
+
+
+def _records(path: str | Path) -> dict[str, dict[str, Any]]:
     run = RunDir(path, PIPELINE)
     if not (run / f"{LOG}.jsonl").is_file() or run.manifest().get("pipeline") != PIPELINE:
         raise UserError(f"{path} is not an evaluation run directory (no tasks.jsonl / manifest)",
                         "pass folders written by `rubricforge eval --reports ... --run-dir ...`")
     log: StageLog[Any] = run.log(LOG)
-    return {k: log[k]["metrics"] for k in log.keys()}
+    return {k: log[k] for k in log.keys()}
+
+
+def scoring(path: str | Path, records: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """What makes a run's numbers comparable with another's: its scorers, its judge and judge mode (when a scorer
+    asks one) and its RACE modes (reference-relative or pointwise), over ``records``."""
+    settings = RunDir(path, PIPELINE).manifest().get("settings", {})
+    names = sorted({n for r in records.values() for n in r.get("scorers", [])})
+    judged = any(n not in JUDGE_FREE for n in names)
+    return {"scorers": names, "judge": settings.get("judge") if judged else None,
+            "judge mode": settings.get("judge_mode") if "rubric" in names else None,
+            "RACE mode": sorted({r["scores"]["race"].get("mode") for r in records.values() if "race" in r["scores"]})}
 
 
 def compare(run_a: str | Path, run_b: str | Path, out: str | Path | None = None, resamples: int = stats.RESAMPLES,
             seed: int = 0) -> dict[str, Any]:
     """Per metric both runs have, :func:`~rubricforge.evaluation.stats.paired` over the tasks both scored;
-    written to ``out`` (default ``<run_b>/compare-<run_a name>``) as ``compare.json`` and ``compare.html``."""
-    a, b = read_run(run_a), read_run(run_b)
+    written to ``out`` (default ``<run_b>/compare-<run_a name>``) as ``compare.json`` and ``compare.html``.
+    Runs scored with other scorers, judges or RACE modes (on the shared tasks) are refused: their numbers
+    differ by the scoring, not by the reports."""
+    rec_a, rec_b = _records(run_a), _records(run_b)
+    a, b = {k: r["metrics"] for k, r in rec_a.items()}, {k: r["metrics"] for k, r in rec_b.items()}
     names = [m for m in dict.fromkeys(m for v in a.values() for m in v) if any(m in v for v in b.values())]
     if not names or not set(a) & set(b):
         raise UserError(f"{run_a} and {run_b} share no scored task and metric", "compare runs on the same task set")
+    shared = set(a) & set(b)
+    how_a = scoring(run_a, {t: rec_a[t] for t in shared})
+    how_b = scoring(run_b, {t: rec_b[t] for t in shared})
+    if differ := [k for k in how_a if how_a[k] != how_b[k]]:
+        raise UserError(f"{run_a} and {run_b} were scored differently ("
+                        + "; ".join(f"{k}: {how_a[k]} vs {how_b[k]}" for k in differ) + ")",
+                        "score both with the same scorers, judge and references (a new --run-dir)")
     metrics = {m: stats.paired({t: v.get(m) for t, v in a.items()}, {t: v.get(m) for t, v in b.items()},
                                resamples, seed) for m in names}
     folder = Path(out) if out else Path(run_b) / f"compare-{Path(run_a).resolve().name}"

@@ -144,7 +144,8 @@ def test_pointwise_race_weights_criteria_then_dimensions():
     assert got.target == {"comprehensiveness": 5.0, "insight": 5.0, "overall": 5.0}
     assert got.value == pytest.approx(0.5) and got.dimensions == {"comprehensiveness": 0.5, "insight": 0.5}
     short = PointwiseJudgement.model_validate({d: [{"criterion": f"{d} a", "score": 8}] for d in POINTS})
-    assert score_pointwise(short, rubrics).value is None  # a criterion the judge left out: unscored
+    # a criterion the judge left out is not in the sums (DeepResearch Bench's utils/score_calculator.py): S_d = 8
+    assert score_pointwise(short, rubrics).value == pytest.approx(0.8)
 
 
 def test_reports_read_drb_and_rubricforge_lines_and_reject_bad_ones(tmp_path):
@@ -321,9 +322,68 @@ def test_citation_support_against_the_corpus_and_format_compliance(tmp_path, sma
     assert records["t2"]["metrics"] == {"citation.supported": 0.0, "citation.unresolved": 0.0, "format": 0.5,
                                         "format.markdown": 1.0, "format.cite": 0.0}
     assert s.metrics["citation.precision"]["n"] == 1 and s.metrics["citation.precision"]["unscored"] == 0
-    assert s.metrics["citation.supported"]["mean"] == 0.5 and s.judge["calls_per_task"] == {"fact_support": 1.0}
+    # effective citations over the tasks with a citation only (DRB utils/stat.py): t2's empty id is no citation
+    assert s.metrics["citation.supported"]["mean"] == 1.0 and s.metrics["citation.supported"]["n"] == 1
+    assert s.judge["calls_per_task"] == {"fact_support": 1.0}
     page = (run / "report.html").read_text()  # precision charted on [0, 1], the counts only in the table
     assert 'data-chart="hist:citation.precision"' in page and "hist:citation.supported" not in page
+
+
+def test_fact_pools_citations_over_reports_as_deepresearch_bench_stat_does(tmp_path, small_index_cfg):
+    """DeepResearch Bench's utils/stat.py: valid_rate = Σ supported / Σ judged over all citations, and effective
+    citations = Σ supported / the tasks with citations. Reports: r1 one supported pair (1/1); r2 one supported
+    and three unsupported pairs (1/4); r3 only an id that names no passage (cited, nothing judged); r4 no cite.
+    The mean of per-report precisions (the old headline) is 0.625; DRB's accuracy is 2/5 = 0.4, its effective
+    citations 2/3 (the old mean over all four tasks: 0.5)."""
+    from support.reward_fixtures import SUPPORT
+    from rubricforge.corpora.index_store import CorpusIndex
+    from rubricforge.corpora.snippets import stable_id
+
+    with CorpusIndex.from_config(small_index_cfg) as index:
+        ids = [stable_id("search", p.id) for p in list(index.iter_passages())[:4]]
+    full, partial = list(SUPPORT)
+    reports = {"r1": f'<cite id="{ids[0]}">{full}</cite>',
+               "r2": f'<cite id="{ids[0]}">{full}</cite> <cite id="{ids[1]},{ids[2]},{ids[3]}">{partial}</cite>',
+               "r3": f'<cite id="sxxxxxxxxxx">{full}</cite>', "r4": "No citation at all."}
+    tasks, lines, run = tmp_path / "tasks.jsonl", tmp_path / "reports.jsonl", tmp_path / "run"
+    tasks.write_text("".join(json.dumps({"id": t, "question": EXAMPLE["question"]}) + "\n" for t in reports))
+    lines.write_text("".join(json.dumps({"id": t, "response": r}) + "\n" for t, r in reports.items()))
+    with FakeOpenAI(stages=SCRIPTED_JUDGE) as server:
+        cfg = load_config(overrides={"llm": litellm_llm_config(tmp_path, server),
+                                     "tools": {"index_dir": str(small_index_cfg.index_dir())}})
+        s = evaluate(cfg, tasks, lines, run, asked=["citation"], progress=False, resamples=200).summary
+    per_report = {t: r["metrics"].get("citation.precision") for t, r in _records(run).items()}
+    assert per_report == {"r1": 1.0, "r2": 0.25, "r3": None, "r4": None}
+    accuracy, effective = s.metrics["citation.precision"], s.metrics["citation.supported"]
+    assert accuracy["mean"] == pytest.approx(0.4) and accuracy["pooled"] == [2.0, 5.0] and accuracy["n"] == 2
+    assert accuracy["ci_low"] <= 0.4 <= accuracy["ci_high"]
+    assert effective["mean"] == pytest.approx(2 / 3) and effective["n"] == 3
+
+
+def _scored_run(tmp_path: Path, name: str, server: FakeOpenAI, references: Path | None = None, **role) -> Path:
+    evaluate(_cfg(tmp_path / name, server, **role), DRB_TASKS, DRB_REPORTS, tmp_path / name,
+             references=references, progress=False, resamples=100)
+    return tmp_path / name
+
+
+def test_compare_refuses_runs_scored_with_another_judge_or_race_mode(tmp_path):
+    """Runs whose numbers differ by their scoring, not their reports, are not paired: another judge model, or RACE
+    against a reference in one run and pointwise in the other (both report `race`)."""
+    references = tmp_path / "refs.jsonl"
+    references.write_text("".join(json.dumps({"id": t, "response": "A reference report."}) + "\n"
+                                  for t in ("1", "51", "75")))
+    with FakeOpenAI(stages=RACE_JUDGE, models=["fake-model", "another-judge"]) as server:
+        a = _scored_run(tmp_path, "a", server)
+        same = _scored_run(tmp_path, "same", server)
+        other = _scored_run(tmp_path, "other", server, model="openai/another-judge")
+        ref = _scored_run(tmp_path, "ref", server, references=references)
+    assert compare(a, same)["metrics"]["race"]["n"] == 3
+    with pytest.raises(UserError, match=r"scored differently \(judge: openai/\S+ vs openai/another-judge\)"):
+        compare(a, other)
+    with pytest.raises(UserError, match=r"RACE mode: \['pointwise'\] vs \['reference'\]"):
+        compare(a, ref)
+    proc = cli("eval", "compare", str(a), str(ref))
+    assert proc.returncode == 2 and "scored differently" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_compare_two_runs_paired_over_shared_tasks(tmp_path):

@@ -16,7 +16,7 @@ from rubricforge.rewards.deeprubric.citation_format import citation_format_rewar
 from rubricforge.rewards.deeprubric.citation_reward import NeedsCitation, Relevance, Support, citation_reward
 from rubricforge.rewards.judging import Judge
 from rubricforge.rewards.minddr.orm import majority, orm_reward
-from rubricforge.rewards.minddr.race import RaceJudgement, score_judgement
+from rubricforge.rewards.minddr.race import RaceJudgement, race_score, score_judgement
 from rubricforge.rewards.deeprubric.rubric_reward import criteria_from, rubric_reward
 from rubricforge.rewards.scorer import RewardScorer, Rollout
 from rubricforge.rewards.trl_rewards import reward_functions
@@ -216,16 +216,63 @@ def test_race_score_arithmetic():
     assert got.value == pytest.approx(5 / 9)
 
 
-def test_race_judgement_missing_a_criterion_is_unscored():
-    rubrics = RaceRubrics.model_validate({
-        "query": "q", "dimension_weight": {"comprehensiveness": 0.25, "insight": 0.25, "instruction_following": 0.25,
-                                           "readability": 0.25},
-        "criterions": {d: [{"criterion": "x", "weight": 1}, {"criterion": "y", "weight": 1}]
-                       for d in ("comprehensiveness", "insight", "instruction_following", "readability")}})
-    judged = RaceJudgement.model_validate({d: [{"criterion": "x", "article_1_score": 5, "article_2_score": 5}]
-                                           for d in ("comprehensiveness", "insight", "instruction_following",
-                                                     "readability")})
-    assert score_judgement(judged, rubrics).value is None
+def _race_rubric(**weights: float) -> RaceRubrics:
+    return RaceRubrics.model_validate({
+        "query": "q", "dimension_weight": {d: weights.get(d, 0.0) for d in DIMS},
+        "criterions": {"comprehensiveness": [{"criterion": "Coverage of causes", "explanation": "e1", "weight": 3},
+                                             {"criterion": "Coverage of effects", "explanation": "e2", "weight": 1}],
+                       "insight": [{"criterion": "Depth", "explanation": "e3", "weight": 2},
+                                   {"criterion": "Novelty", "explanation": "e4", "weight": 2}],
+                       "instruction_following": [], "readability": []}})
+
+
+DIMS = ("comprehensiveness", "insight", "instruction_following", "readability")
+
+
+def test_race_weighs_what_the_judge_scored_as_drb_score_calculator_does():
+    """DeepResearch Bench's utils/score_calculator.py: each judged item takes the weight of the criterion it names
+    (exact, else ignoring case, else by containment), or its dimension's mean weight; a criterion the judge left out
+    is not in the sums. The old matcher needed every criterion (or the same count, by position): unscored."""
+    rubrics = _race_rubric(comprehensiveness=0.5, insight=0.5)
+    judged = RaceJudgement.model_validate({
+        "comprehensiveness": [{"criterion": "coverage of causes ", "article_1_score": 8, "article_2_score": 4},
+                              {"criterion": "effects", "article_1_score": 2, "article_2_score": 6}],
+        "insight": [{"criterion": "Originality", "article_1_score": 6, "article_2_score": 3}],  # Depth left out
+        "instruction_following": [], "readability": []})
+    got = score_judgement(judged, rubrics)
+    # comprehensiveness: target (8·3 + 2·1)/4 = 6.5, reference (4·3 + 6·1)/4 = 4.5; insight: mean weight 2, 6 vs 3
+    assert got.target == pytest.approx({"comprehensiveness": 6.5, "insight": 6.0, "overall": 6.25})
+    assert got.reference == pytest.approx({"comprehensiveness": 4.5, "insight": 3.0, "overall": 3.75})
+    assert got.value == pytest.approx(6.25 / 10) and got.dimensions["insight"] == pytest.approx(2 / 3)
+
+
+def test_race_is_0_when_both_articles_score_0_and_unscored_when_a_dimension_is_empty():
+    """deepresearch_bench_race.py: overall_score = 0 unless target + reference > 0 (the old code said 0.5)."""
+    rubrics = _race_rubric(comprehensiveness=0.5, insight=0.5)
+    zero = [{"criterion": c, "article_1_score": 0, "article_2_score": 0} for c in ("Depth", "Novelty")]
+    got = score_judgement(RaceJudgement.model_validate({
+        "comprehensiveness": [{**zero[0], "criterion": "Coverage of causes"}], "insight": zero,
+        "instruction_following": [], "readability": []}), rubrics)
+    assert got.value == 0.0 and got.dimensions == {"comprehensiveness": 0.0, "insight": 0.0}
+    empty = RaceJudgement.model_validate({"comprehensiveness": [], "insight": zero, "instruction_following": [],
+                                          "readability": []})
+    assert score_judgement(empty, rubrics).value is None  # a judge failure is not a zero
+
+
+def test_race_judge_sees_each_criterion_and_its_explanation_not_its_weight():
+    """deepresearch_bench_race.py format_criteria_list: criterion and explanation only."""
+    seen = {}
+
+    class Recorder:
+        async def ask(self, prompt, output, **kwargs):
+            seen.update(kwargs)
+            return None
+
+    asyncio.run(race_score(Recorder(), "q", "target", "reference", _race_rubric(comprehensiveness=1.0)))
+    criteria = json.loads(seen["criteria_list"])
+    assert criteria["comprehensiveness"] == [{"criterion": "Coverage of causes", "explanation": "e1"},
+                                             {"criterion": "Coverage of effects", "explanation": "e2"}]
+    assert "weight" not in seen["criteria_list"]
 
 
 def test_trl_reward_functions_are_async_share_judge_calls_and_pass_none(tmp_path):

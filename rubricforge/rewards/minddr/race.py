@@ -7,8 +7,14 @@ prompt (article_1 = target, article_2 = reference), criterion by criterion on 0�
 S_d(a) = Σ_c w_c·s_c(a) / Σ_c w_c per dimension d and S(a) = Σ_d W_d·S_d(a) / Σ_d W_d over the
 dimensions that have criteria (a dimension without any is left out). The RACE score is
 S(target) / (S(target) + S(reference)), per dimension and overall, in [0, 1]; 0.5 means as good as the
-reference (also when both score 0). A judge answer that does not cover every criterion of the rubric
-(matched by text, else by position within its dimension) leaves the score unscored (None).
+reference, and 0 when both score 0 (DeepResearch Bench's ``deepresearch_bench_race.py``).
+
+As DeepResearch Bench's ``utils/score_calculator.py`` does, the sums run over the criteria the judge scored: each
+judged item takes the weight of the rubric criterion it names (the exact text, else the same text ignoring case,
+else the first criterion whose text contains it or is contained in it), or the mean criterion weight of its
+dimension when it names none. The judge sees each criterion and its explanation, not its weight
+(``format_criteria_list``). A scored dimension the judge left empty leaves the score unscored (None): DRB would
+count it as 0, rubricforge does not turn a judge failure into a zero.
 
 :func:`race_pointwise` is RACE without a reference report (the ``no_reference`` mode of DeepResearch Bench
 forks): the judge scores the one article 0–10 per criterion and the score is S(target) / 10, per dimension
@@ -82,8 +88,10 @@ def parse_race_rubrics(raw: Any, where: str) -> RaceRubrics:
 
 
 def _criteria_list(rubrics: RaceRubrics) -> str:
-    return json.dumps({d: [c.model_dump() for c in cs] for d, cs in rubrics.criterions.items()},
-                      ensure_ascii=False, indent=1)
+    """The rubric as the judge sees it: criterion and explanation per dimension, no weight (DRB's
+    ``format_criteria_list``)."""
+    return json.dumps({d: [{"criterion": c.criterion, "explanation": c.explanation} for c in cs]
+                       for d, cs in rubrics.criterions.items()}, ensure_ascii=False, indent=2)
 
 
 async def race_score(judge: Judge, query: str, target: str, reference: str, rubrics: RaceRubrics) -> RaceScore:
@@ -134,20 +142,20 @@ def scored_dimensions(rubrics: RaceRubrics) -> list[str]:
     return scored
 
 
-def _matched(judgement: BaseModel, rubrics: RaceRubrics) -> dict[str, list[tuple[RaceCriterion, Any]]] | None:
-    """Per scored dimension, each criterion with the judge's verdict on it; None when one is missing."""
+def _matched(judgement: BaseModel, rubrics: RaceRubrics) -> dict[str, list[tuple[float, Any]]] | None:
+    """Per scored dimension, each judged item with its criterion weight; None when a dimension has none."""
     out = {}
     for d in scored_dimensions(rubrics):
-        if (pairs := _match(rubrics.criterions[d], getattr(judgement, d))) is None:
+        if not (judged := getattr(judgement, d)):
             return None
-        out[d] = pairs
+        out[d] = [(_weight(rubrics.criterions[d], j.criterion), j) for j in judged]
     return out
 
 
-def _weighted(rubrics: RaceRubrics, matched: dict[str, list[tuple[RaceCriterion, J]]],
+def _weighted(rubrics: RaceRubrics, matched: dict[str, list[tuple[float, J]]],
               score: Callable[[J], float]) -> dict[str, float]:
     """S_d per dimension (criterion weights) and ``overall`` S (dimension weights), on 0–10."""
-    out = {d: sum(c.weight * score(j) for c, j in pairs) / sum(c.weight for c, _ in pairs)
+    out = {d: sum(w * score(j) for w, j in pairs) / total if (total := sum(w for w, _ in pairs)) else 0.0
            for d, pairs in matched.items()}
     out["overall"] = sum(rubrics.dimension_weight[d] * out[d] for d in matched) / sum(
         rubrics.dimension_weight[d] for d in matched)
@@ -155,18 +163,16 @@ def _weighted(rubrics: RaceRubrics, matched: dict[str, list[tuple[RaceCriterion,
 
 
 def _ratio(t: float, r: float) -> float:
-    return t / (t + r) if t + r > 0 else 0.5
+    return t / (t + r) if t + r > 0 else 0.0
 
 
-def _norm(text: str) -> str:
-    return " ".join(text.lower().split()).strip(" .[]\"'")
-
-
-def _match(criteria: list[RaceCriterion], judged: list[J]) -> list[tuple[RaceCriterion, J]] | None:
-    """Each rubric criterion paired with the judge's comparison of it: by text, else by position."""
-    by_text = {_norm(j.criterion): j for j in judged}
-    if all(_norm(c.criterion) in by_text for c in criteria):
-        return [(c, by_text[_norm(c.criterion)]) for c in criteria]
-    if len(judged) == len(criteria):
-        return list(zip(criteria, judged, strict=True))
-    return None
+def _weight(criteria: list[RaceCriterion], named: str) -> float:
+    """The weight of the criterion a judged item names, looked up as DRB's ``calculate_weighted_scores`` does:
+    exact text (stripped), then case-insensitive, then containment either way; else the dimension's mean weight."""
+    text = named.strip()
+    lower = text.lower()
+    for same in (lambda c: c.criterion == text, lambda c: c.criterion.lower() == lower,
+                 lambda c: lower in c.criterion.lower() or c.criterion.lower() in lower):
+        if (hit := next((c for c in criteria if same(c)), None)) is not None:
+            return hit.weight
+    return sum(c.weight for c in criteria) / len(criteria)
