@@ -282,8 +282,15 @@ class TrainConfig(Section):
     output_dir: str | None = None  # default: <run_dir>/train/<stage>
     grpo_args: dict[str, Any] = Field(default_factory=dict)  # any TRL GRPOConfig field, over the preset
     sft_args: dict[str, Any] = Field(default_factory=dict)  # any TRL SFTConfig field, over App. B Table 4
-    sft_curriculum: bool = False  # MindDR §5.1: each epoch from the shortest trajectory to the longest (no shuffle)
-    sft_stop_prompts: str | None = None  # MindDR §5.1 early stop: a dataset whose questions the policy answers
+    sft_curriculum: bool = False  # MindDR §5.1: short trajectories first, longer ones mixed in later (training.sft)
+    # the curriculum's length bins in tokens: base up to the first, extension up to the second, extreme beyond
+    sft_curriculum_bins: tuple[int, int] = (16384, 65536)
+    # MindDR §5.1 early stop: a validation set, a dataset (questions: the policy's first step) or trajectories JSONL
+    # (messages: the policy writes an assistant turn after the longest prefix that fits each context length)
+    sft_stop_prompts: str | None = None
+    sft_stop_contexts: list[int] = Field(default_factory=lambda: [65536, 131072])  # §5.1: 64K and 128K
+    sft_stop_entropy: float = Field(0.9, ge=0)  # §5.1: entropy at least this share of its mid-training value
+    sft_stop_mid_step: int | None = Field(None, ge=1)  # the mid-training step (paper: 60K); None: max_steps // 2
     sft_stop_every: int = Field(50, ge=1)  # optimiser steps between early-stop checks
     sft_stop_error: float = Field(0.0253, ge=0, le=1)  # stop at or below this format error rate (+ loss plateau)
     sft_stop_plateau: float = Field(0.01, ge=0)  # plateau: mean loss of the last window within this share of the one before
@@ -317,7 +324,10 @@ class EvolveConfig(Section):
     no_tool_steps: int = Field(600, ge=0)  # HOTE: 600 no-tool steps, then hybrid (700 in the paper)
     tool_share: float = Field(0.5, ge=0, le=1)  # share of a hybrid step's prompts in tool mode (HOTE: half)
     seed: int = 0  # mode assignment
-    dynamic_sampling: bool = False  # DAPO: mask groups whose rewards are all equal out of the loss (MindDR Report-RL)
+    # DAPO's dynamic sampling (MindDR §5.3): groups whose rewards are all equal are replaced by informative groups
+    # of up to refill_rounds more generations, the rest masked out of the loss; None: on for Report-RL rewards
+    dynamic_sampling: bool | None = None
+    refill_rounds: int = Field(3, ge=0)
     difficulty_sampling: bool = False  # MindDR dynamic data: draw difficulty bins by weight (rows need `difficulty`)
     difficulty_band: tuple[float, float] = (0.1, 0.5)  # keep each bin's ORM accuracy in this band
     difficulty_every: int = Field(10, ge=1)  # steps between weight updates
@@ -339,6 +349,17 @@ class HoteConfig(Section):
     # who retires an active rubric: judge = only the judge's delete_ids in its update (HOTE); spread = also DR Tulu's
     # pruning after scoring (zero spread over the group, then the evolve.max_active largest spreads), as `train grpo`
     retire: Literal["judge", "spread"] = "judge"
+    modes: Literal["tool", "no_tool", "hybrid", "hote"] = "hote"  # §2.3: evolve.no_tool_steps no-tool steps, then
+    # hybrid (evolve.tool_share of a step's real tasks with tools); tool is Fig. 4a's tool-only ablation
+    # optimiser updates per HOTE step and policy (HOTE is silent): None = TRL's split of the B x G rollouts into
+    # per_device_train_batch_size mini-batches (96 with --preset paper: 384 rollouts / 4); n = n updates, each
+    # accumulating B x G / n rollouts (1: one update on the whole batch)
+    updates_per_step: int | None = Field(None, ge=1)
+    # the judge's sampling (App. E: "temperature=0, max_tokens=16384, top_p=1.0"), over the evolve.role role's own
+    # for this run (None: the role's)
+    judge_temperature: float | None = Field(0.0, ge=0)
+    judge_top_p: float | None = Field(1.0, gt=0, le=1)
+    judge_max_tokens: int | None = Field(16384, ge=1)
     proposer_grpo_args: dict[str, Any] = Field(default_factory=dict)  # GRPOConfig fields for the proposer only
 
     @model_validator(mode="after")
@@ -356,7 +377,8 @@ class ScoreConfig(Section):
     """SCORE self-play (``train score``, SCORE §3, Algs. 1–2; App. G Table 2 constants)."""
 
     evaluator_role: str = "judge"  # the model that assesses the reports (Listing 4 stages 2-4)
-    assessor: Literal["role", "policy"] = "role"  # policy: the shared actor assesses with its training weights (§3.6)
+    assessor: Literal["role", "policy"] = "policy"  # the paper's shared actor assesses with its training weights
+    # (§3.2, §3.6); role: the external score.evaluator_role model assesses instead (a stronger fixed judge)
     assess_tokens: int = Field(2048, ge=16)  # policy assessor: tokens per turn (Table 2's evaluator generation length)
     harness_role: str = "verifier"  # the fixed external meta-harness (Listing 3; GPT-5.2 in the paper)
     harness_every: int = Field(5, ge=1)  # M: the harness is regenerated when t mod M = 0
@@ -367,6 +389,9 @@ class ScoreConfig(Section):
     verifier_mode: Literal["zero", "drop"] = "zero"  # depth < τ_s: reward 0 (paper) or unscored
     max_search_turns: int = Field(6, ge=1)  # evaluator turns per assessment (the last must score)
     report_words: int = Field(900, ge=50)  # each report is cut to this many words for the evaluator
+    max_input_tokens: int | None = Field(8192, ge=16)  # Table 2's maximum input length: longer writer prompts are
+    # left out of the training rows (None: no limit)
+    warmup: int = Field(5, ge=0)  # Table 2's "warmup 5 steps", in SCORE steps (generation batches), --preset paper
 
 
 class QualityConfig(Section):

@@ -87,7 +87,8 @@ def train_hote(
                                                                "default: the solver's).")] = None,
     steps: Annotated[Optional[int], typer.Option(help="HOTE steps (hote.steps).")] = None,
     preset: Annotated[Optional[str], typer.Option(help="paper | small-gpu | cpu (train.preset), for both policies.")] = None,
-    modes: Annotated[Optional[str], typer.Option(help="tool | no_tool | hybrid | hote (evolve.modes).")] = None,
+    modes: Annotated[Optional[str], typer.Option(help="hote (default: 600 no-tool, then hybrid steps) | tool | no_tool | "
+                                                      "hybrid (hote.modes).")] = None,
     gold_judge: GoldOpt = None,
     gold_every: GoldEveryOpt = None,
 ) -> None:
@@ -96,7 +97,7 @@ def train_hote(
     from rubricforge.training.hote import HoteRun, step_summary
 
     cfg = cli_config(config, set_, **{"hote.proposer_model": proposer_model, "hote.steps": steps,
-                                      "train.preset": preset, "evolve.modes": modes, **_gold(gold_judge, gold_every)})
+                                      "train.preset": preset, "hote.modes": modes, **_gold(gold_judge, gold_every)})
     run = HoteRun(cfg, dataset, model)
     h = cfg.hote
     console().print(f"HOTE: B={h.batch_size} tasks x G={h.group} rollouts, {h.combinations} proposer groups x "

@@ -99,21 +99,29 @@ def grpo_cost(cfg: Config, rows: Sequence[Mapping[str, Any]], prompts_per_step: 
     return JudgeCost(role.model, steps, calls, prompt, calls * role.max_tokens, price(role), note)
 
 
-def hote_cost(cfg: Config, rows: Sequence[Mapping[str, Any]], response_tokens: int) -> JudgeCost:
-    """``train hote``'s fixed judge per step: B rubric updates, B × G × |R| binary judgments (|R| up to the
-    persistent rubrics plus ``evolve.max_new`` active ones), N meta-rubric calls."""
+def hote_cost(cfg: Config, rows: Sequence[Mapping[str, Any]], response_tokens: int, visits: Sequence[int]) -> JudgeCost:
+    """``train hote``'s fixed judge, an upper bound on the calls: per step B rubric updates, N meta-rubric calls and
+    B × G × |R| binary judgments, |R| = the most persistent rubrics of a task (5 for a synthetic task's meta
+    rubrics, the prompt's most) plus its active ones. With ``hote.retire=judge`` nothing caps those: a task
+    updated v times carries at most v × ``evolve.max_new``, and ``visits[t - 1]`` is the most times any real task
+    can have been drawn by step t (:meth:`~rubricforge.training.hote.HoteRun.visit_bounds`); with ``spread`` at
+    most ``evolve.max_active`` + ``max_new``. The per-step figures are the mean of the per-step bounds."""
     from rubricforge.rewards.judging import PROMPTS
 
     h, e = cfg.hote, cfg.evolve
     role = cfg.llm.role(e.role)
     question = statistics.fmean(len(str(r.get("question") or "")) for r in rows) / CHARS_PER_TOKEN
-    n_rubrics = statistics.fmean(len(_rubric_chars(r)) for r in rows) + e.max_new
-    judged = h.batch_size * h.group * n_rubrics
+    persistent = max(5, *(len(_rubric_chars(r)) for r in rows))
+    cap = e.max_active + e.max_new if h.retire == "spread" else None
+    active = [min(e.max_new * v, cap) if cap is not None else e.max_new * v for v in visits]
+    judged = h.batch_size * h.group * (persistent + statistics.fmean(active))
     shown = min(response_tokens, e.answer_words * 4 // 3)
     prompt = (judged * (template_tokens(PROMPTS, "hote_judge") + question + response_tokens)
               + h.batch_size * (question + h.group * shown) + h.combinations * h.combo_size * (question + 200))
     calls = judged + h.batch_size + h.combinations
-    return JudgeCost(role.model, h.steps, calls, prompt, calls * role.max_tokens, price(role))
+    note = (f"up to {persistent + active[-1]} rubrics per task by step {len(active)} (active rubrics accumulate); "
+            "per step: the mean of the steps' bounds")
+    return JudgeCost(role.model, h.steps, calls, prompt, calls * role.max_tokens, price(role), note)
 
 
 def score_cost(cfg: Config, rows: Sequence[Mapping[str, Any]], prompts_per_step: int, group: int, steps: int,

@@ -1,7 +1,7 @@
 """`rubricforge train hote`: HOTE's self-play driver (§2.2–2.3, Algorithm 1; docs/methods.md H-5–H-7).
 
 Per step t: the batch S is B real tasks at step 1, later the synthetic tasks proposed at t−1 plus real tasks to
-fill B (B/2 each; an invalid proposal's slot goes to a real task). Modes (``evolve.modes``): real tasks by a
+fill B (B/2 each; an invalid proposal's slot goes to a real task). Modes (``hote.modes``): real tasks by a
 seeded permutation, synthetic tasks per proposer group. The **solver** rolls out G times per task; its reward
 function updates each task's active rubrics from the G responses (Eq. 3), scores them with persistent ∪ active
 (Eq. 2, one binary judge call per rubric and response), records the judgments J and each task's weaknesses (the
@@ -111,6 +111,15 @@ class StepRecord:
     phases: dict[str, float] = field(default_factory=dict)  # solver step, proposer update, proposing, saving
 
 
+def judge_sampling(cfg: Config) -> Config:
+    """``cfg`` with HOTE's judge sampling (``hote.judge_*``, App. E) on the ``evolve.role`` role."""
+    h, name = cfg.hote, cfg.evolve.role
+    update = {k: v for k, v in (("temperature", h.judge_temperature), ("top_p", h.judge_top_p),
+                                ("max_tokens", h.judge_max_tokens)) if v is not None}
+    role = cfg.llm.role(name).model_copy(update=update)
+    return cfg.model_copy(update={"llm": cfg.llm.model_copy(update={name: role})})
+
+
 class HoteRun:
     """Algorithm 1 over a dataset, with a solver and a proposer policy and the fixed judge role."""
 
@@ -121,15 +130,17 @@ class HoteRun:
             raise UserError("train hote runs in one process (its rewards need whole groups, and it holds two trainers)",
                             "start it with python / rubricforge, not accelerate launch or torchrun")
         h = cfg.hote
+        cfg = judge_sampling(cfg)
         self.cfg, self.model, self.proposer_model = cfg, model, proposer_model or h.proposer_model or model
         self.dir = Path(cfg.run_dir) / "hote"
         rows, self.gold = held_out(cfg, training_rows(dataset, ["hote"]), dataset)
         self.real = {str(r.get("id") or r["question"]): r for r in rows}
+        self.pool = sorted(self.real)
         if len(self.real) < h.batch_size:
             raise UserError(f"dataset {dataset} has {len(self.real)} tasks, hote.batch_size is {h.batch_size}",
                             "lower hote.batch_size or train on a larger dataset")
         self.validity = TaskValidity(cfg, [(k, str(r["question"])) for k, r in self.real.items()])
-        self.cost = hote_cost(cfg, rows, response_tokens(cfg, "hote"))
+        self.cost = hote_cost(cfg, rows, response_tokens(cfg, "hote"), self.visit_bounds())
         self.cost.check(cfg.llm.max_cost_usd)
         e = cfg.evolve
         self.bank = RubricBank(BankSettings(e.pos_weight, e.neg_weight, e.max_active, e.max_new, e.answer_words,
@@ -178,13 +189,21 @@ class HoteRun:
             from trl import GRPOConfig
 
         from rubricforge.training.grpo import grpo_args, paper_args, trl_config
+        from rubricforge.training.presets import optimiser_steps_per_generation
 
         h = self.cfg.hote
         args = {**grpo_args(self.cfg, "hote", **paper_args(self.cfg, "hote")), **(h.proposer_grpo_args if role == "proposer" else {}),
                 "num_generations": group, "generation_batch_size": prompts * group, "output_dir": str(self.dir / role),
                 "ignore_data_skip": True, "save_strategy": "steps"}
+        if h.updates_per_step is not None:  # n updates per step: the rows of each accumulated over its mini-batches
+            rows, micro = prompts * group, int(args["per_device_train_batch_size"])
+            if rows % (micro * h.updates_per_step):
+                raise UserError(f"hote.updates_per_step = {h.updates_per_step} does not split the {role}'s {rows} "
+                                f"rollouts into mini-batches of per_device_train_batch_size = {micro}",
+                                f"choose a divisor of {rows // micro}")
+            args["gradient_accumulation_steps"] = rows // (micro * h.updates_per_step)
         probe = trl_config(GRPOConfig, {**args, "max_steps": 1})
-        per_step = probe.steps_per_generation * probe.num_iterations  # optimiser steps per HOTE step
+        per_step = optimiser_steps_per_generation(probe)  # optimiser steps per HOTE step
         # one step more than the run needs: the driver ends both trainers (a trainer whose train() returned on its
         # own left the other one's later steps slower on CPU)
         return trl_config(GRPOConfig, {**args, "max_steps": (steps + 1) * per_step, "save_steps": per_step})
@@ -199,7 +218,7 @@ class HoteRun:
         from rubricforge.training.model import greedy_reply, load_tokenizer
 
         h = self.cfg.hote
-        self.toolbox = ToolBox.from_config(self.cfg) if self.cfg.evolve.modes != "no_tool" else None
+        self.toolbox = ToolBox.from_config(self.cfg) if self.cfg.hote.modes != "no_tool" else None
         envs: dict[str, Any] = {NO_TOOL: NoToolEnvironment}
         if self.toolbox is not None:
             envs[TOOL] = environment_factory(self.toolbox)
@@ -288,13 +307,26 @@ class HoteRun:
             rows += [{"prompt": prompt, "environment": modes[tid], "task_id": tid, "question": query}] * group
         return rows
 
+    def _draw(self, t: int, k: int) -> list[str]:
+        """The k real tasks of step t (seeded by the step, so a resumed run draws the same)."""
+        return random.Random(f"{self.cfg.hote.seed}:real:{t}").sample(self.pool, k)
+
+    def visit_bounds(self) -> list[int]:
+        """Per step t, the most steps ≤ t that can have drawn any one real task: each step draws B − s real tasks,
+        s (its synthetic tasks) 0 at step 1, else anywhere in 0..B/2; the judge-cost bound's input."""
+        h, seen, out = self.cfg.hote, Counter[str](), []
+        for t in range(1, h.steps + 1):
+            sizes = [h.batch_size] if t == 1 else range(h.batch_size - h.batch_size // 2, h.batch_size + 1)
+            seen.update({tid for k in sizes for tid in self._draw(t, k)})
+            out.append(max(seen.values()))
+        return out
+
     def batch(self, t: int) -> tuple[list[tuple[str, str]], dict[str, str], list[str]]:
         """Step t's tasks (id, query), their modes, and the real ids (the synthetic tasks come first)."""
         h, e = self.cfg.hote, self.cfg.evolve
         synthetic = [(s["id"], s["query"]) for s in self.synthetic]
-        pool = sorted(self.real)
-        real_ids = random.Random(f"{h.seed}:real:{t}").sample(pool, h.batch_size - len(synthetic))
-        modes = step_modes(real_ids, t, e.modes, e.no_tool_steps, e.tool_share, e.seed)
+        real_ids = self._draw(t, h.batch_size - len(synthetic))
+        modes = step_modes(real_ids, t, self.cfg.hote.modes, e.no_tool_steps, e.tool_share, e.seed)
         modes.update({s["id"]: s["mode"] for s in self.synthetic})
         for tid in real_ids:
             row = self.real[tid]

@@ -93,13 +93,14 @@ def gguf_to_transformers(gguf: str | Path, out: str | Path) -> Path:
     return out
 
 
-def greedy_reply(model: Any, messages: list[dict[str, Any]], max_new_tokens: int, *, tokenizer: Any) -> str:
-    """The policy's greedy answer to ``messages`` (chat template, no tool schemas, no gradient), decoded; the model
-    is left in training mode, as a trainer's callback finds it."""
+def greedy_reply(model: Any, messages: list[dict[str, Any]], max_new_tokens: int, *, tokenizer: Any,
+                 tools: list[Any] | None = None) -> str:
+    """The policy's greedy answer to ``messages`` (chat template with the ``tools`` schemas if any, no gradient),
+    decoded; the model is left in training mode, as a trainer's callback finds it."""
     with needs("train"):
         import torch
 
-    ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt",
+    ids = tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=True, return_tensors="pt",
                                         return_dict=True).to(model.device)
     model.eval()
     try:

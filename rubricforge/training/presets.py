@@ -42,14 +42,15 @@ PRESETS: dict[str, dict[str, Any]] = {
 # presets exist to shrink them). HOTE §3.2 (DR Tulu's values): lr 5e-7, at most 10 tool uses, temperature 1,
 # responses of 16,384 tokens, Eq. 1's token-level loss (DAPO's aggregation, without its clip-higher). SCORE App. G
 # Table 2: lr 1e-6, at most 10 assistant turns; 64 queries x 8 rollouts, PPO mini-batch 32 queries (two optimiser
-# steps per batch on one GPU: 8 rollouts x 32 accumulated), responses of 4,096 tokens, 5 warm-up steps.
+# steps per batch on one GPU: 8 rollouts x 32 accumulated), responses of 4,096 tokens, 5 warm-up SCORE steps
+# (score.warmup, turned into optimiser steps by training.score.score_args).
 METHODS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "hote": (dict(learning_rate=5e-7, max_tool_calling_iterations=10, temperature=1.0, loss_type="dapo",
                   importance_sampling_level="token"),
              dict(max_completion_length=16384)),
     "score": (dict(learning_rate=1e-6, max_tool_calling_iterations=10),
               dict(num_generations=8, generation_batch_size=512, per_device_train_batch_size=8,
-                   gradient_accumulation_steps=32, max_completion_length=4096, warmup_steps=5,
+                   gradient_accumulation_steps=32, max_completion_length=4096,
                    lr_scheduler_type="constant_with_warmup")),
 }
 LOSSES: dict[str, dict[str, Any]] = {
@@ -79,6 +80,12 @@ def method_args(method: str, preset: str, explicit: Collection[str] = ()) -> dic
     if "max_tool_turns" in explicit:
         out.pop("max_tool_calling_iterations", None)
     return out
+
+
+def optimiser_steps_per_generation(args: Any) -> int:
+    """Optimiser steps TRL makes per generation batch (a ``GRPOConfig``): ``steps_per_generation × num_iterations``
+    micro-batches, ``gradient_accumulation_steps`` of them to a step (SCORE ``--preset paper``: 64 / 32 = 2)."""
+    return max(1, args.steps_per_generation * args.num_iterations // args.gradient_accumulation_steps)
 
 
 def require_gpu(args: dict[str, Any], what: str, fix: str) -> None:

@@ -300,9 +300,12 @@ def score_args(cfg: Config) -> Any:
         from trl import GRPOConfig
 
     from rubricforge.training.grpo import grpo_args, paper_args, trl_config
+    from rubricforge.training.presets import optimiser_steps_per_generation
 
     s = cfg.score
     args = trl_config(GRPOConfig, grpo_args(cfg, "score", **paper_args(cfg, "score"), beta=s.kl, temperature=s.temperature))
+    if cfg.train.preset == "paper" and "warmup_steps" not in cfg.train.grpo_args:  # Table 2's warm-up counts SCORE steps
+        args.warmup_steps = s.warmup * optimiser_steps_per_generation(args)
     prompts = args.generation_batch_size // args.num_generations
     if (args.generation_batch_size + prompts) % args.steps_per_generation:
         raise UserError(f"SCORE adds {prompts} evaluator rows to each generation batch of {args.generation_batch_size}; "
@@ -311,6 +314,16 @@ def score_args(cfg: Config) -> Any:
                         "set train.grpo_args so that generation_batch_size = per_device_train_batch_size "
                         "(one micro-batch per generation)")
     return args
+
+
+def fitting(rows: list[dict[str, Any]], tokenizer: Any, limit: int | None) -> tuple[list[dict[str, Any]], int]:
+    """The rows whose writer prompt (chat template, generation prompt added) has at most ``limit`` tokens (Table 2's
+    maximum input length), and how many were left out."""
+    if limit is None:
+        return rows, 0
+    kept = [r for r in rows if len(tokenizer.apply_chat_template(r["prompt"], add_generation_prompt=True,
+                                                                 tokenize=True, return_dict=False)) <= limit]
+    return kept, len(rows) - len(kept)
 
 
 def build_score(cfg: Config, dataset: str | Path, model: str) -> Any:
@@ -329,12 +342,16 @@ def build_score(cfg: Config, dataset: str | Path, model: str) -> Any:
     for role in (cfg.score.evaluator_role, cfg.score.harness_role):
         cfg.llm.role(role)  # an unknown role fails now, not at step 1 or M
     rows, gold = held_out(cfg, training_rows(dataset, []), dataset)
+    tokenizer = load_tokenizer(model, cfg.train.chat_template)
+    rows, too_long = fitting(rows, tokenizer, cfg.score.max_input_tokens)
+    if not rows:
+        raise UserError(f"every training row of {dataset} is longer than score.max_input_tokens = "
+                        f"{cfg.score.max_input_tokens} tokens", "raise score.max_input_tokens (or set it to null)")
     args = score_args(cfg)
     prompts = args.generation_batch_size // args.num_generations
     steps = args.max_steps if args.max_steps > 0 else -(-len(rows) // prompts) * int(args.num_train_epochs)
     cost = score_cost(cfg, rows, prompts, args.num_generations, steps, args.max_completion_length)
     cost.check(cfg.llm.max_cost_usd)
-    tokenizer = load_tokenizer(model, cfg.train.chat_template)
     client = LLMClient(cfg.llm)
     toolbox = ToolBox.from_config(cfg)
     try:
@@ -353,4 +370,6 @@ def build_score(cfg: Config, dataset: str | Path, model: str) -> Any:
         toolbox.close()
         raise UserError("train score runs on one process (its groups and evaluator rows are not gathered across "
                         "processes)", "launch it without accelerate's multi-process launcher")
-    return GRPORun(trainer, toolbox, client, Path(args.output_dir), loop, f"{loop.judge_calls_per_step(prompts)}\n{cost.line()}")
+    dropped = f"\n{too_long} rows left out: prompt over {cfg.score.max_input_tokens} tokens" if too_long else ""
+    return GRPORun(trainer, toolbox, client, Path(args.output_dir), loop,
+                   f"{loop.judge_calls_per_step(prompts)}\n{cost.line()}{dropped}")

@@ -59,8 +59,8 @@ def turn(context: str, row: int) -> str:
 def hote_cfg(tmp_path: Path, server: FakeOpenAI, steps: int) -> Config:
     return Config.model_validate({
         "run_dir": str(tmp_path / "run"), "llm": litellm_llm_config(tmp_path, server),
-        "evolve": {"modes": "no_tool", "dedup_cosine": 1.0},
-        "hote": {"steps": steps, "batch_size": 4, "group": 2, "proposer_group": 2, "combo_size": 3,
+        "evolve": {"dedup_cosine": 1.0},
+        "hote": {"modes": "no_tool", "steps": steps, "batch_size": 4, "group": 2, "proposer_group": 2, "combo_size": 3,
                  "proposer_grpo_args": {"per_device_train_batch_size": 2}},
         "train": {"preset": "cpu", "grpo_args": {"max_completion_length": 64, "learning_rate": 1e-3, "seed": 0,
                                                  "per_device_train_batch_size": 8}}})

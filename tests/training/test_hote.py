@@ -129,7 +129,7 @@ def test_a_paper_size_hybrid_step_is_half_real_half_synthetic_and_half_tool(tmp_
     dataset.write_text("".join(json.dumps({"id": f"t{i:02d}", "question": f"Question number {i}?",
                                            "rubrics": [{"title": "Any", "description": "Answers.", "weight": 1}]}) + "\n"
                                for i in range(60)))
-    cfg = Config.model_validate({"run_dir": str(tmp_path / "run"), "evolve": {"modes": "hote", "no_tool_steps": 600}})
+    cfg = Config.model_validate({"run_dir": str(tmp_path / "run")})  # train hote's default: HOTE's schedule (§2.3)
     run = HoteRun(cfg, dataset, "unused")
     groups = step_modes([str(n) for n in range(1, 5)], 601, "hote", 600)  # as _propose draws them at step 600
     run.synthetic = [{"id": f"syn600-{n}-{i}", "query": f"Synthetic {n}.{i}?", "group": n, "mode": groups[str(n)]}
@@ -141,6 +141,76 @@ def test_a_paper_size_hybrid_step_is_half_real_half_synthetic_and_half_tool(tmp_
     assert run.batch(601) == (tasks, modes, real)  # seeded by step: a resumed run draws the same batch
     run.synthetic = run.synthetic[:20]  # 4 invalid proposals: their slots go to real tasks
     assert len(run.batch(601)[2]) == 28
+
+
+def _hote_run(tmp_path, *settings: str, tasks: int = 60):
+    from rubricforge.training.hote import HoteRun
+    from support.config import derive
+
+    dataset = tmp_path / "tasks.jsonl"
+    dataset.write_text("".join(json.dumps({"id": f"t{i:02d}", "question": f"Question number {i}?",
+                                           "rubrics": [{"title": "Any", "description": "Answers.", "weight": 1}]}) + "\n"
+                               for i in range(tasks)))
+    return HoteRun(derive(Config.model_validate({"run_dir": str(tmp_path / "run")}), *settings), dataset, "unused")
+
+
+def test_train_hote_runs_hotes_schedule_and_judge_sampling_by_default(tmp_path):
+    """§2.3 / §3.2: "HOTE-8B was trained in no-tool mode for 600 steps and hybrid mode for 700 steps" without any
+    flag (the old default was Fig. 4a's tool-only ablation); App. E: the judge at "temperature=0, max_tokens=16384,
+    top_p=1.0"."""
+    run = _hote_run(tmp_path)
+    assert (run.cfg.hote.modes, run.cfg.hote.steps, run.cfg.evolve.no_tool_steps) == ("hote", 1300, 600)
+    assert set(run.batch(1)[1].values()) == set(run.batch(600)[1].values()) == {"no_tool"}
+    assert sorted(set(run.batch(601)[1].values())) == ["no_tool", TOOL]
+    judge = run.cfg.llm.judge
+    assert (judge.temperature, judge.top_p, judge.max_tokens) == (0.0, 1.0, 16384)
+    mine = _hote_run(tmp_path, "hote.judge_max_tokens=null", "llm.judge.max_tokens=512", "hote.modes=tool")
+    assert mine.cfg.llm.judge.max_tokens == 512 and set(mine.batch(1)[1].values()) == {TOOL}
+
+
+def test_optimiser_updates_per_hote_step_are_a_setting(tmp_path):
+    """HOTE gives no mini-batch size: TRL's default splits a step's B x G rollouts into per_device_train_batch_size
+    mini-batches (here 4 x 2 / 2 = 4 updates; 96 with --preset paper), hote.updates_per_step=n makes n updates."""
+    default = _hote_run(tmp_path, "train.preset=cpu", "hote.batch_size=4", "hote.proposer_group=2", "hote.steps=3",
+                        f"train.output_dir={tmp_path}/out", tasks=4)
+    args = default._args("solver", 2, 4, 3)
+    assert (args.gradient_accumulation_steps, args.save_steps, args.max_steps) == (1, 4, 16)
+    one = _hote_run(tmp_path, "train.preset=cpu", "hote.batch_size=4", "hote.proposer_group=2", "hote.steps=3",
+                    "hote.updates_per_step=1", tasks=4)
+    args = one._args("solver", 2, 4, 3)
+    assert (args.gradient_accumulation_steps, args.save_steps, args.max_steps) == (4, 1, 4)
+    from rubricforge.errors import UserError
+
+    bad = _hote_run(tmp_path, "train.preset=cpu", "hote.batch_size=4", "hote.proposer_group=2",
+                    "hote.updates_per_step=3", tasks=4)
+    with pytest.raises(UserError, match="does not split the solver's 8 rollouts"):
+        bad._args("solver", 2, 4, 3)
+
+
+def test_the_judge_cost_bound_counts_the_active_rubrics_that_accumulate(tmp_path):
+    """With only the judge retiring rubrics (HOTE), a task updated v times may carry v x evolve.max_new active
+    rubrics; the bound before step 1 counts them (the old one assumed at most max_new). Four tasks, B = 4: every
+    task is drawn every step, so by step t it may carry 5t."""
+    run = _hote_run(tmp_path, "hote.batch_size=4", "hote.proposer_group=2", "hote.group=2", "hote.steps=10", tasks=4)
+    assert run.visit_bounds() == list(range(1, 11))
+    persistent = 5  # a synthetic task's meta rubrics (the prompt's most) > the real tasks' 1
+    judged = 4 * 2 * (persistent + 5 * sum(range(1, 11)) / 10)
+    assert run.cost.calls == pytest.approx(judged + 4 + 1)
+    assert "up to 55 rubrics per task by step 10" in run.cost.line()
+    spread = _hote_run(tmp_path, "hote.batch_size=4", "hote.proposer_group=2", "hote.group=2", "hote.steps=10",
+                       "hote.retire=spread", tasks=4)
+    # pruned to max_active, plus max_new: 5 at step 1, then 10
+    assert spread.cost.calls == pytest.approx(4 * 2 * (5 + (5 + 9 * 10) / 10) + 4 + 1)
+
+
+def test_the_update_prompt_allows_a_negative_rubric_for_a_flaw_every_response_shares():
+    """HOTE §2.2: negative rubrics "summarize common undesirable behaviors such as reward hacking observed across
+    {o_i}"; the old prompt required every rubric to separate the responses, which rules such a flaw out."""
+    from rubricforge.rubric_gen.prompting import PROMPTS
+
+    text = PROMPTS.render("evolve_update.system")
+    assert "a negative rubric may name a flaw that every response shares" in text
+    assert "Each rubric must be checkable on a single response, must separate" not in text
 
 
 def _binary(body) -> str:
@@ -178,8 +248,8 @@ def test_a_flaw_every_response_shares_reaches_the_meta_rubrics(tmp_path, retire)
     thread.start()
     with FakeOpenAI(stages=FLAW_JUDGE) as server:
         cfg = Config.model_validate({"run_dir": str(tmp_path / "run"), "llm": litellm_llm_config(tmp_path, server),
-                                     "evolve": {"modes": "no_tool", "dedup_cosine": 1.0},
-                                     "hote": {"batch_size": 4, "group": 2, "proposer_group": 2, "combo_size": 4,
+                                     "evolve": {"dedup_cosine": 1.0},
+                                     "hote": {"modes": "no_tool", "batch_size": 4, "group": 2, "proposer_group": 2, "combo_size": 4,
                                               "retire": retire}})
         run = HoteRun(cfg, dataset, "unused")
         run.solver = SimpleNamespace(async_loop=loop)

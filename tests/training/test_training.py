@@ -87,9 +87,7 @@ def test_every_preset_and_loss_is_a_valid_grpo_config(tmp_path):
 
 
 def test_self_play_methods_bring_their_papers_settings(tmp_path):
-    from trl import GRPOConfig
-
-    from rubricforge.training.grpo import paper_args, trl_config
+    from rubricforge.training.grpo import paper_args
     from rubricforge.training.presets import method_args
 
     hote = method_args("hote", "paper")
@@ -101,13 +99,33 @@ def test_self_play_methods_bring_their_papers_settings(tmp_path):
     mine = Config.model_validate({"train": {"preset": "cpu", "max_tool_turns": 4, "loss": "gspo"}})
     args = grpo_args(mine, "hote", **paper_args(mine, "hote"))  # what the config names itself wins
     assert (args["max_tool_calling_iterations"], args["importance_sampling_level"]) == (4, "sequence")
-    # SCORE at the paper's size: 64 queries x 8 rollouts, 2 optimiser steps per batch, evaluator rows split evenly
-    score = trl_config(GRPOConfig, {**preset_args("paper"), **method_args("score", "paper"), "use_cpu": True,
-                                    "bf16": False, "output_dir": str(tmp_path)})
+    # SCORE at the paper's size: 64 queries x 8 rollouts, 2 optimiser steps per batch, evaluator rows split evenly;
+    # Table 2's "warmup 5 steps" are SCORE steps: 10 optimiser steps (the old code warmed up for 5, 2.5 SCORE steps)
+    from rubricforge.training.score import score_args
+
+    paper = Config.model_validate({"train": {"preset": "paper", "output_dir": str(tmp_path),
+                                             "grpo_args": {"use_cpu": True, "bf16": False}}})
+    score = score_args(paper)
     queries = score.generation_batch_size // score.num_generations
-    assert (queries, score.max_completion_length, score.max_tool_calling_iterations, score.warmup_steps) == (64, 4096, 10, 5)
-    assert score.steps_per_generation // score.gradient_accumulation_steps == 2
+    assert (queries, score.max_completion_length, score.max_tool_calling_iterations) == (64, 4096, 10)
+    assert score.steps_per_generation // score.gradient_accumulation_steps == 2 and score.warmup_steps == 10
     assert (score.generation_batch_size + queries) % score.steps_per_generation == 0
+    assert score_args(derive(paper, "train.grpo_args={use_cpu: true, bf16: false, warmup_steps: 3}")).warmup_steps == 3
+
+
+def test_score_defaults_are_the_papers_run(tiny_model):
+    """SCORE §3.2 ("the solver and evaluator are implemented as two functionally distinct roles over a shared
+    underlying actor"): the policy assesses by default; App. G Table 2's maximum input length 8,192 keeps longer
+    writer prompts out of the training rows."""
+    from rubricforge.training.model import load_tokenizer
+    from rubricforge.training.score import fitting
+
+    s = Config().score
+    assert (s.assessor, s.max_input_tokens, s.warmup) == ("policy", 8192, 5)
+    tok = load_tokenizer(str(tiny_model), None)
+    rows = [{"prompt": [{"role": "user", "content": "word " * n}]} for n in (10, 5000)]
+    kept, dropped = fitting(rows, tok, 1000)
+    assert kept == rows[:1] and dropped == 1 and fitting(rows, tok, None) == (rows, 0)
 
 
 def test_search_rl_trains_on_mean_only_advantages():

@@ -74,7 +74,7 @@ def test_two_hote_steps_then_a_resume(tiny_model, tmp_path):
 
 @pytest.mark.slow
 def test_a_hybrid_hote_step_gives_tools_to_half_the_tasks(small_index_cfg, tiny_model, tmp_path):
-    """Step 2 of `evolve.modes=hote` with one no-tool step: the 2 real tasks split one tool / one no-tool, the
+    """Step 2 of `hote.modes=hote` with one no-tool step: the 2 real tasks split one tool / one no-tool, the
     synthetic group has one mode (with N = 1 group, round(0.5) = 0 groups get tools); tool rows render the
     search schema and call it over the real index; every response is scored."""
     from support.training_fakes import scripted_turn
@@ -84,7 +84,8 @@ def test_a_hybrid_hote_step_gives_tools_to_half_the_tasks(small_index_cfg, tiny_
 
     with FakeOpenAI(stages=JUDGE) as server:
         data_cfg = hote_cfg(tmp_path, server, steps=2).model_dump(mode="json")
-        data_cfg["evolve"].update(modes="hote", no_tool_steps=1)
+        data_cfg["evolve"].update(no_tool_steps=1)
+        data_cfg["hote"].update(modes="hote")
         data_cfg["tools"] = {**small_index_cfg.tools.model_dump(mode="json"), "top_k": 2, "snippet_chars": 200}
         data_cfg["corpus"] = small_index_cfg.corpus.model_dump(mode="json")
         data_cfg["embedding"] = small_index_cfg.embedding.model_dump(mode="json")
