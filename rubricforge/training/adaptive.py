@@ -11,8 +11,10 @@
   TRL's per-example environments (``environment_factory`` as a dict, the row's ``environment`` field). A GRPO
   group shares its mode. Schedule ``hote``: ``no_tool_steps`` no-tool steps, then ``tool_share`` of each step's
   prompts in tool mode, drawn from a seeded permutation of the step's tasks (identical on every process).
-* **DAPO's dynamic sampling** (``evolve.dynamic_sampling``; MindDR §5.3 trains Report-RL with DAPO): groups whose
-  rollouts all earned the same reward are masked out of the loss (:func:`~rubricforge.training.trl_seams.drop_flat_groups`).
+* **DAPO's dynamic sampling** (``evolve.dynamic_sampling``, on by default for Report-RL, which MindDR §5.3 trains
+  with DAPO): groups whose rollouts all earned the same reward are replaced by informative groups of further
+  generations (:func:`~rubricforge.training.trl_seams.refill_groups`, up to ``evolve.refill_rounds``); those left
+  are masked out of the loss (:func:`~rubricforge.training.trl_seams.drop_flat_groups`).
 * **MindDR Search-RL** (§5.2): with ``train.reward=search_rl`` the coefficient scheduler is updated from each
   step's batch metrics (its λ apply from the next batch); with ``evolve.difficulty_sampling`` the rows'
   ``difficulty`` bins are drawn by weights that :class:`DifficultyWeights` moves toward the ORM-accuracy band.
@@ -43,7 +45,7 @@ from rubricforge.config import Config
 from rubricforge.errors import UserError
 from rubricforge.rewards.hote.rubric_reward import eq2_subset
 from rubricforge.rewards.deeprubric.rubric_reward import criteria_from, weighted_mean
-from rubricforge.rewards.scorer import NO_TOOL, RUBRIC_SETS, RewardScorer, Rollout
+from rubricforge.rewards.scorer import NO_TOOL, REPORT, RUBRIC_SETS, RewardScorer, Rollout
 from rubricforge.rewards.minddr.search_rl import scheduler_metrics
 from rubricforge.rewards.trajectory import parse_trajectory
 from rubricforge.rubric_gen.bank import BankSettings, RubricBank, prune
@@ -143,10 +145,16 @@ class StepHooks:
         return self.cfg.evolve.modes != "tool"
 
     @property
+    def dynamic_sampling(self) -> bool:
+        """DAPO's dynamic sampling: ``evolve.dynamic_sampling``, by default on for Report-RL (MindDR §5.3)."""
+        on = self.cfg.evolve.dynamic_sampling
+        return self.reward in REPORT if on is None else on
+
+    @property
     def active(self) -> bool:
         """Whether a per-step feature is on (evolving rubrics, hybrid modes, dynamic sampling, Search-RL's scheduler,
         difficulty sampling); without one, ``train grpo`` uses TRL's own GRPOTrainer."""
-        return (self.bank is not None or self.hybrid or self.cfg.evolve.dynamic_sampling or self.reward == "search_rl"
+        return (self.bank is not None or self.hybrid or self.dynamic_sampling or self.reward == "search_rl"
                 or self.difficulty is not None)
 
     # -------------------------------------------------- generation

@@ -32,7 +32,7 @@ from rubricforge.rewards.scorer import NO_TOOL, REPORT, RewardScorer
 from rubricforge.training.adaptive import TOOL, StepHooks, check_settings
 from rubricforge.training.cost import grpo_cost
 from rubricforge.training.model import greedy_reply, load_tokenizer
-from rubricforge.training.presets import generation_args, method_args, preset_args, require_gpu
+from rubricforge.training.presets import LOSSES, generation_args, method_args, preset_args, require_gpu
 from rubricforge.training.rewards import grpo_reward
 from rubricforge.training.trl_seams import STATE_FILE, adaptive_trainer
 
@@ -70,10 +70,25 @@ def response_tokens(cfg: Config, method: str | None = None) -> int:
     return int(args.get("max_completion_length", 256))
 
 
-def reward_args(reward: str) -> dict[str, Any]:
+def reward_args(reward: str, loss: str | None = None) -> dict[str, Any]:
     """``GRPOConfig`` arguments that a reward's paper fixes: MindDR Eq. 2's mean-only advantage for Search-RL
-    (r − mean of the group, not divided by its std)."""
-    return {"scale_rewards": "none"} if reward == "search_rl" else {}
+    (r − mean of the group, not divided by its std); DAPO's loss for Report-RL (§5.3: "For Report-RL on dense
+    models, we therefore adopt DAPO": token-level loss, clip-higher, no KL) unless ``train.loss`` names one."""
+    if reward == "search_rl":
+        return {"scale_rewards": "none"}
+    return LOSSES["dapo"] if reward in REPORT and loss is None else {}
+
+
+def report_rl_prompt(row: dict[str, Any], tag: str) -> dict[str, Any]:
+    """A Report-RL row whose last user turn also asks for the answer tag (Eq. 11) and, when the row carries
+    retrieval data, the ``<cite id=…>`` markup (Eq. 10) that the rewards score (prompt files ``report_format*``)."""
+    from rubricforge.pipelines.prompting import render
+
+    ask = render("report_format_cite" if row.get("retrieval_data") else "report_format", tag=tag)
+    prompt = [dict(m) for m in row["prompt"]]
+    last = max(i for i, m in enumerate(prompt) if m.get("role") == "user")
+    prompt[last]["content"] = f"{prompt[last]['content']}\n\n{ask}"
+    return {**row, "prompt": prompt}
 
 
 def trl_config(cls: type, args: dict[str, Any]) -> Any:
@@ -161,11 +176,13 @@ def build_grpo(cfg: Config, dataset: str | Path, model: str) -> GRPORun:
                         f"prompts (query, retrieval data, outline); evolve.modes={e.modes} would replace them",
                         "leave evolve.modes at its default")
     rows, gold = held_out(cfg, training_rows(dataset, [reward, *(["orm"] if e.difficulty_sampling else [])]), dataset)
+    if report_rl:  # MindDR §5.3: the prompt asks for what Eqs. 10-11 score
+        rows = [report_rl_prompt(r, cfg.reward.answer_tag) for r in rows]
     bins = [str(r.get("difficulty") or "") for r in rows] if e.difficulty_sampling else []
     if "" in bins:
         raise UserError(f"dataset {dataset}: evolve.difficulty_sampling needs a 'difficulty' column on every example",
                         "train on the KG export (it labels easy / medium / hard), or turn difficulty sampling off")
-    args = trl_config(GRPOConfig, grpo_args(cfg, **reward_args(reward)))
+    args = trl_config(GRPOConfig, grpo_args(cfg, **reward_args(reward, cfg.train.loss)))
     prompts = args.generation_batch_size // args.num_generations
     steps = args.max_steps if args.max_steps > 0 else -(-len(rows) // prompts) * int(args.num_train_epochs)
     cost = grpo_cost(cfg, rows, prompts, args.num_generations, steps, args.max_completion_length)

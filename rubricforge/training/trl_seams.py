@@ -6,7 +6,7 @@ to the writer's batch (:func:`score_trainer`), and the adaptive trainer (evolvin
 dynamic sampling, Search-RL's scheduler, difficulty sampling) works around generation and rewards
 (:func:`adaptive_trainer`); the SFT curriculum keeps the rows' order (:func:`curriculum_sft_trainer`). Every
 override or call of a private method, every private attribute read, and what they assume of TRL's batch layout
-(:func:`drop_flat_groups`, :func:`jsonable_generation`), sampler (:func:`difficulty_sampler`) and step
+(:func:`refill_groups`, :func:`drop_flat_groups`, :func:`jsonable_generation`), sampler (:func:`difficulty_sampler`) and step
 arithmetic (:func:`generation_step`) live here. :data:`PRIVATE_METHODS` lists the parameters each use expects;
 ``tests/training/test_trl_seams.py`` checks them against the installed TRL (and that no other module touches a private
 trainer member), so an upgrade that moves a seam fails one clear test. Plain ``train grpo`` (no ``evolve``
@@ -86,20 +86,67 @@ def generation_step(global_step: int, gradient_accumulation_steps: int, steps_pe
     return micro // (steps_per_generation * num_iterations) + 1
 
 
+def flat_groups(advantages: Any, group: int) -> Any:
+    """Per group of a scored generation batch, whether its rewards were all equal (every advantage 0)."""
+    return (advantages.view(-1, group) == 0).all(dim=1)
+
+
 def drop_flat_groups(out: dict[str, Any], group: int) -> tuple[dict[str, Any], int, int]:
-    """DAPO's dynamic-sampling filter (Yu et al. 2025; MindDR §5.3) on a scored generation batch: a group whose
-    rewards are all equal (every advantage 0) carries no signal, so its completions are masked out of the loss
-    and out of its token count. TRL cannot refill the batch with new groups as DAPO does; the step trains on the
-    groups left. Returns the batch, the groups dropped, and the tokens removed from the loss."""
+    """The fallback of DAPO's dynamic-sampling filter (Yu et al. 2025; MindDR §5.3), for the flat groups
+    :func:`refill_groups` could not replace: a group whose rewards are all equal carries no signal, so its
+    completions are masked out of the loss and out of its token count. Returns the batch, the groups dropped, and
+    the tokens removed from the loss."""
     advantages = out["advantages"]
     if advantages.numel() % group:
         return out, 0, 0
-    flat = (advantages.view(-1, group) == 0).all(dim=1).repeat_interleave(group)
+    flat = flat_groups(advantages, group).repeat_interleave(group)
     if not bool(flat.any()):
         return out, 0, 0
     mask = out["completion_mask"]
     removed = int(mask[flat].sum())
     return {**out, "completion_mask": mask * (~flat).to(mask.dtype).unsqueeze(1)}, int(flat.sum()) // group, removed
+
+
+ROW_FILL = {"prompt_ids": None, "completion_ids": None, "tool_mask": 1, "importance_sampling_ratio": 1}  # None: pad id
+
+
+def refill_groups(out: dict[str, Any], extra: dict[str, Any], group: int, pad_id: int) -> tuple[dict[str, Any], int]:
+    """DAPO's dynamic sampling: ``out`` with its flat groups replaced, in order, by the informative groups of
+    ``extra`` (another scored generation batch of the same trainer), as many as both allow; the batch keeps its
+    size. Every per-row tensor is re-padded (prompts on the left, completions on the right) and
+    ``num_items_in_batch`` counts the loss tokens of the rows now in the batch (one process). Returns the batch and
+    the groups replaced."""
+    with needs("train"):
+        import torch
+
+    flat = torch.nonzero(flat_groups(out["advantages"], group)).flatten().tolist()
+    good = torch.nonzero(~flat_groups(extra["advantages"], group)).flatten().tolist()
+    n = min(len(flat), len(good))
+    if not n:
+        return out, 0
+    rows = out["advantages"].numel()
+    gone = {g * group + i for g in flat[:n] for i in range(group)}
+    keep = torch.tensor([r for r in range(rows) if r not in gone], device=out["advantages"].device)
+    new = torch.tensor([g * group + i for g in good[:n] for i in range(group)], device=extra["advantages"].device)
+    merged = dict(out)
+    for key, value in out.items():
+        if not (torch.is_tensor(value) and value.dim() >= 1 and value.size(0) == rows):
+            continue
+        if value.dim() == 1:
+            merged[key] = torch.cat([value[keep], extra[key][new].to(value.device, value.dtype)])
+            continue
+        fill = ROW_FILL.get(key, 0)
+        merged[key] = _stack(value[keep], extra[key][new], pad_id if fill is None else fill,
+                             "left" if key.startswith("prompt") else "right")
+    lost, gained = _loss_tokens(out)[sorted(gone)].sum(), _loss_tokens(extra)[new].sum()
+    merged["num_items_in_batch"] = out["num_items_in_batch"] - lost + gained.to(lost.device)
+    return merged, n
+
+
+def _loss_tokens(batch: dict[str, Any]) -> Any:
+    """Per row, the tokens in the loss (TRL's ``num_items_in_batch`` sums them: completion mask × tool mask)."""
+    mask = batch["completion_mask"]
+    return (mask * batch["tool_mask"] if batch.get("tool_mask") is not None else mask).sum(dim=1)
 
 
 def jsonable_generation(out: Sequence[Any]) -> list[Any]:
@@ -182,11 +229,35 @@ def adaptive_trainer(hooks: Any, *args: Any, difficulty_bins: Sequence[str] = ()
             if hooks.hybrid:
                 inputs = hooks.assign_modes(inputs, self._step_index())
             out = super()._generate_and_score_completions(inputs)
-            if hooks.cfg.evolve.dynamic_sampling:
+            if hooks.dynamic_sampling:
+                out = self._refill(out)
                 out, dropped, removed = drop_flat_groups(out, self.num_generations)
                 removed_all = self.accelerator.gather(torch.tensor([removed], device=out["advantages"].device)).sum()
                 out["num_items_in_batch"] = out["num_items_in_batch"] - removed_all
                 record_metric(self, "dapo/dropped_groups", float(dropped))
+            return out
+
+        def _refill(self, out):
+            """DAPO's refill (:func:`refill_groups`): up to ``evolve.refill_rounds`` more generations, each of as many
+            prompts (seeded draws from the dataset, G rollouts each) as the batch has flat groups; one process only."""
+            import random
+
+            if self.accelerator.num_processes > 1 or out["advantages"].numel() % self.num_generations:
+                return out
+            step, refilled = self._step_index(), 0
+            rng = random.Random(f"{self.args.seed}:refill:{step}")
+            for _ in range(hooks.cfg.evolve.refill_rounds):
+                need = int(flat_groups(out["advantages"], self.num_generations).sum())
+                if not need:
+                    break
+                picks = [rng.randrange(len(self.train_dataset)) for _ in range(need)]
+                rows = [dict(self.train_dataset[i]) for i in picks for _ in range(self.num_generations)]
+                if hooks.hybrid:
+                    rows = hooks.assign_modes(rows, step)
+                extra = super()._generate_and_score_completions(rows)
+                out, n = refill_groups(out, extra, self.num_generations, self._tokenizer.pad_token_id)
+                refilled += n
+            record_metric(self, "dapo/refilled_groups", float(refilled))
             return out
 
         def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):

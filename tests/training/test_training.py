@@ -148,6 +148,25 @@ def test_report_rl_keeps_its_prompts_and_trains_without_tools(tmp_path):
     assert "leave evolve.modes at its default" in err.value.fix
 
 
+def test_report_rl_prompts_ask_for_what_eqs_10_and_11_score():
+    """MindDR §5.3 Eqs. 10-11 score the answer tag and <cite> markup; App. 8.2's printed prompt asks for neither,
+    so the old rollouts started with v_tag = 1 and n_gen = 0 (dead R_format / R_cite)."""
+    from rubricforge.rewards.minddr.report_rules import report_format_violations
+    from rubricforge.training.grpo import report_rl_prompt
+
+    row = {"prompt": [{"role": "system", "content": "You write reports."},
+                      {"role": "user", "content": "Write a report. User Query: tides."}],
+           "retrieval_data": "<snippet id=s1abc>Tides follow the Moon.</snippet>"}
+    long = report_rl_prompt(row, "final_answer")["prompt"]
+    assert long[0] == row["prompt"][0] and long[1]["content"].startswith("Write a report. User Query: tides.")
+    assert "<final_answer> and </final_answer>" in long[1]["content"] and '<cite id="ID">' in long[1]["content"]
+    short = report_rl_prompt({**row, "retrieval_data": ""}, "answer")["prompt"][1]["content"]
+    assert "<answer> and </answer>" in short and "<cite" not in short
+    assert row["prompt"][1]["content"] == "Write a report. User Query: tides."  # the row itself is left alone
+    compliant = '<final_answer>\n# Tides\n\n<cite id="s1abc">Tides follow the Moon.</cite>\n</final_answer>'
+    assert not report_format_violations(compliant, "final_answer").v_tag
+
+
 def test_a_step_is_a_generation_batch_not_an_optimiser_step():
     from rubricforge.training.trl_seams import generation_step
 
