@@ -203,7 +203,8 @@ def run_score(a: argparse.Namespace, batch: int, tmp: Path, model: Path) -> list
     cfg = Config.model_validate({
         "run_dir": str(tmp / "run"), "llm": embedded_llm(a.judge, a.max_tokens, tmp / "llm-cache.sqlite"),
         "tools": {"top_k": 2, "snippet_chars": 200, **({"index_dir": a.index_dir} if a.index_dir else {})},
-        "score": {"harness_every": a.harness_every, "max_search_turns": a.search_turns},
+        "score": {"harness_every": a.harness_every, "max_search_turns": a.search_turns,
+                  "assessor": "role"},  # the judge assesses: its calls are what this measures
         "train": {"preset": "cpu", "output_dir": str(tmp / "out"),
                   "grpo_args": {"max_completion_length": 1024, "learning_rate": 1e-3, "seed": 0, "max_steps": a.steps,
                                 "num_generations": a.group, "generation_batch_size": batch * a.group,

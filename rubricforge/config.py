@@ -250,6 +250,7 @@ class RewardConfig(Section):
     answer_tag: str = "answer"  # Report-RL format check: DeepRubric's <answer>; MindDR writes <final_answer>
     report_lambda_cite: float = 0.1  # λc of MindDR Eq. 12 (tunable; the paper gives no value)
     report_lambda_format: float = 0.1  # λf of MindDR Eq. 12
+    alignment_penalty: float = Field(1.0, ge=0)  # MindDR §5.4 pair score: subtracted per rule violation
     citation_relevance_threshold: float = Field(0.5, ge=0, le=1)  # τ of MindDR Eq. 10 (lexical relevance)
     tense_today: date | None = None  # the `tense` reward's "now" (MindDR App. 8.4); None: the day of scoring
     concurrency: int = Field(8, ge=1)  # rollouts scored at once by `rubricforge reward score` (reports by `rubrics eval`)
@@ -297,6 +298,7 @@ class TrainConfig(Section):
     sft_stop_tokens: int = Field(512, ge=1)  # tokens generated per check answer
     rollouts_per_prompt: int = Field(4, ge=1)  # `rollouts sample`: trajectories per question
     max_new_tokens: int = Field(2048, ge=1)  # `rollouts sample`: tokens per assistant turn
+    pair_reward: str = "alignment"  # dpo-pairs: the quality score s(x, y) (MindDR §5.4; any reward name)
     dpo_high: float = 0.6  # dpo-pairs: a rollout scoring at least this is high quality (D+)
     dpo_low: float = 0.4  # dpo-pairs: at most this is low quality (D-)
     dpo_pairs_per_prompt: int = Field(1, ge=1)

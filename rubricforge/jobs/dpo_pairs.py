@@ -1,7 +1,9 @@
 """`rubricforge train dpo-pairs`: preference pairs from self-sampled rollouts (MindDR §5.4).
 
-Rollouts (``rubricforge rollouts sample``) are scored with ``train.reward`` (through ``rubricforge reward
-score``'s resumable job, or read from its output), then split per question into a high-quality set D+
+Rollouts (``rubricforge rollouts sample``) are scored with ``train.pair_reward`` — by default ``alignment``, §5.4's
+s(x, y): independent judges per dimension, tense accuracy and the rule-based hard penalties
+(:mod:`~rubricforge.rewards.minddr.alignment`) — (through ``rubricforge reward score``'s resumable job, or read
+from its output), then split per question into a high-quality set D+
 (reward ≥ ``train.dpo_high``) and a low-quality set D− (reward ≤ ``train.dpo_low``); unscored rollouts
 belong to neither. Each question gives up to ``train.dpo_pairs_per_prompt`` pairs: the best of D+ against
 the worst of D−, then the next ones. The output is TRL's conversational preference layout — ``prompt``
@@ -70,7 +72,7 @@ def build_pairs(cfg: Config, dataset: str | Path, rollouts: str | Path, out: str
     run.write_config(cfg)
     fields = {"dataset": str(Path(dataset).resolve()), "rollouts": str(Path(rollouts).resolve()),
               "scores": str(Path(scores).resolve()) if scores else None, "out": str(out.resolve()),
-              "settings": {"reward": t.reward, "dpo_high": t.dpo_high, "dpo_low": t.dpo_low,
+              "settings": {"reward": t.pair_reward, "dpo_high": t.dpo_high, "dpo_low": t.dpo_low,
                            "dpo_pairs_per_prompt": t.dpo_pairs_per_prompt}}
     run.write_manifest(invocation, started, "running", fields)
     try:
@@ -93,11 +95,11 @@ def _pairs(cfg: Config, dataset: str | Path, rollouts: str | Path, out: Path, sc
            progress: bool, ledger: Path) -> tuple[PairsSummary, list[dict[str, Any]]]:
     """The summary and the pair rows; the ledger of the scoring run now goes to ``ledger``."""
     t = cfg.train
-    examples = {str(r["id"]): r for r in training_rows(dataset, [t.reward])}
+    examples = {str(r["id"]): r for r in training_rows(dataset, [t.pair_reward])}
     status = "complete"
     if scores is None:
         scores = default_out(rollouts)
-        scored = score_responses(cfg, dataset, rollouts, [t.reward], scores, progress=progress)
+        scored = score_responses(cfg, dataset, rollouts, [t.pair_reward], scores, progress=progress)
         status = scored.status
         atomic_write_json(ledger, {"ledger": RunDir(scored.run_dir, "score").manifest()["invocations"][-1]["ledger"]})
     log: StageLog[Any] = StageLog(scores)
@@ -105,7 +107,7 @@ def _pairs(cfg: Config, dataset: str | Path, rollouts: str | Path, out: Path, sc
     by_id: dict[str, list[tuple[float, Any]]] = defaultdict(list)
     unscored = 0
     for response in load_responses(rollouts, examples, rejects):
-        value = ((log.get(response.key) or {}).get("rewards", {}).get(t.reward) or {}).get("value")
+        value = ((log.get(response.key) or {}).get("rewards", {}).get(t.pair_reward) or {}).get("value")
         if value is None:
             unscored += 1
         else:

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from rubricforge.config import Config
 from rubricforge.errors import UserError
-from rubricforge.rewards.minddr import report_rules, search_rl
+from rubricforge.rewards.minddr import alignment, report_rules, search_rl
 from rubricforge.rewards.deeprubric.citation_reward import citation_reward
 from rubricforge.rewards.deeprubric.composite import composite
 from rubricforge.rewards.deeprubric.format_reward import format_reward
@@ -270,6 +270,21 @@ class RewardScorer:
         return {"value": tense_penalty(findings), "candidates": len(findings),
                 "errors": [f.candidate.matched_text for f in findings if f.error],
                 "unscored": sum(f.error is None for f in findings)}
+
+    async def _alignment(self, rollout: Rollout) -> dict[str, Any]:
+        """MindDR §5.4's pair score s(x, y) (:mod:`~rubricforge.rewards.minddr.alignment`): the independent judges'
+        dimensions and tense accuracy, minus the rule-based hard penalties of Eqs. 10–11."""
+        question, report = str(rollout.column("question")), self._report_text(rollout)
+        judged = await asyncio.gather(*(self.judge.ask(
+            "alignment_dimension", alignment.DimensionScore, stage="alignment", question=question, dimension=name,
+            definition=text, report=report) for name, text in alignment.DIMENSIONS.items()))
+        tense, cite, fmt = await asyncio.gather(*(self.details(n, rollout)
+                                                  for n in ("tense", "report_citation", "report_format")))
+        violations = fmt["v_tag"] + fmt["v_md"] + fmt["v_ref"] + int(cite["value"] == -1.0)
+        scores = [None if j is None else j.score for j in judged]
+        value = alignment.alignment_score(scores, tense["value"], violations, self.cfg.reward.alignment_penalty)
+        return {"value": value, "dimensions": dict(zip(alignment.DIMENSIONS, scores, strict=True)),
+                "tense": tense["value"], "violations": violations}
 
     # ------------------------------------------------------------ Search-RL (MindDR Eq. 6–9)
 

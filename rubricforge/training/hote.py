@@ -366,8 +366,8 @@ class HoteRun:
             log.warning("step %d: the meta rubrics of proposer group(s) %s failed; the proposer's batch is fixed "
                         "(%d groups), so it proposes nothing this step", t, record.meta_failed, len(combos))
             return [], []
-        group_modes = step_modes([str(n) for n in range(1, len(combos) + 1)], t + 1, e.modes, e.no_tool_steps,
-                                 e.tool_share, e.seed)
+        group_modes = step_modes([str(n) for n in range(1, len(combos) + 1)], t + 1, self.cfg.hote.modes,
+                                 e.no_tool_steps, e.tool_share, e.seed)
         groups, rows = [], []
         for n, (combo, meta) in enumerate(zip(combos, kept, strict=True), 1):
             mode = group_modes[str(n)]

@@ -29,7 +29,7 @@ def test_dpo_pairs_manifest_complete_then_stopped_by_the_budget(small_index_cfg,
     with FakeOpenAI(stages=LENIENT_JUDGE) as judge:
         data = small_index_cfg.model_dump(mode="json")
         data["llm"] = {**data["llm"], **litellm_llm_config(tmp_path, judge)}
-        cfg = derive(Config.model_validate(data), "reward.concurrency=1")
+        cfg = derive(Config.model_validate(data), "reward.concurrency=1", "train.pair_reward=composite")
         results = {}
         for name, budget in (("capped", ["llm.max_tokens=1"]), ("full", [])):
             rollouts = tmp_path / f"{name}.jsonl"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 
 import pytest
 
@@ -403,3 +404,33 @@ def test_report_reward_with_a_kg_exported_race_rubric(tmp_path):
     # n_gen 3 >= 0.7 * n_ref 1; both cited sentences overlap their snippets: +0.1; well-formed: format 0
     assert got["report"]["citation"] == 0.1 and got["report"]["format"] == 0.0
     assert got["report"]["value"] == pytest.approx(0.6 + 0.1 * 0.1)
+
+
+def _dimension_judge(body) -> str:
+    prompt = body["messages"][-1]["content"]
+    dimension = re.search(r"<dimension>([a-z ]+):", prompt).group(1)
+    return json.dumps({"rationale": "scripted", "score": {"comprehensiveness": 8, "logical consistency": 6,
+                                                           "language quality": 10}[dimension]})
+
+
+def test_the_pair_score_combines_independent_judges_tense_and_hard_penalties(tmp_path):
+    """MindDR §5.4: s(x, y) weighs "multiple independent evaluators" (comprehensiveness, logical consistency,
+    language quality, tense accuracy) with "hard penalties for detectable structural issues (missing citations,
+    format violations, etc.)"; `train dpo-pairs` ranks by it by default (the old pairs used one reward)."""
+    from rubricforge.config import Config
+
+    reference = f'Reference. <cite id="{S1}">The Eiffel Tower is 330 metres tall.</cite>'
+    example = {**EXAMPLE, "reference_report": reference}
+    untagged = ROLLOUT.replace("<answer>", "").replace("</answer>", "")
+    with FakeOpenAI(stages={**SCRIPTED_JUDGE, "alignment": _dimension_judge}) as server:
+        scorer = RewardScorer(_cfg(tmp_path, server), LLMClient(_cfg(tmp_path, server).llm))
+        clean, broken = (asyncio.run(scorer.score(Rollout(example, r), ("alignment", "report_format")))
+                         for r in (ROLLOUT, untagged))
+    got = clean["alignment"]
+    assert got["dimensions"] == {"comprehensiveness": 8, "logical consistency": 6, "language quality": 10}
+    assert got["tense"] == 0.0 and got["violations"] == 0  # no tense error, tag, markdown, cites and count fine
+    assert got["value"] == pytest.approx((0.8 + 0.6 + 1.0 + 1.0) / 4)
+    assert broken["report_format"]["v_tag"] == 1 and broken["alignment"]["violations"] >= 1
+    assert broken["alignment"]["value"] == pytest.approx(0.85 - broken["alignment"]["violations"])  # below any clean
+    assert [s for s in server.stages if s == "alignment"] == ["alignment"] * 6  # one evaluator per dimension
+    assert Config().train.pair_reward == "alignment"

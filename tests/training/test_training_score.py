@@ -59,7 +59,7 @@ def score_cfg(small_index_cfg, tmp_path, server) -> Config:
                     max_steps=2, save_strategy="steps", save_steps=1)
     data = cfg.model_dump(mode="json")
     data["run_dir"] = str(tmp_path / "run")
-    data["score"].update(harness_every=2)
+    data["score"].update(harness_every=2, assessor="role")  # the scripted judge assesses
     return Config.model_validate(data)
 
 

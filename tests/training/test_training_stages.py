@@ -101,7 +101,7 @@ def test_dpo_pairs_from_scored_rollouts_train_with_dpo(small_index_cfg, tiny_mod
     with FakeOpenAI(stages=LENIENT_JUDGE) as judge:
         data = small_index_cfg.model_dump(mode="json")
         data["llm"] = {**data["llm"], **litellm_llm_config(tmp_path, judge)}
-        cfg = Config.model_validate(data)
+        cfg = Config.model_validate({**data, "train": {**data["train"], "pair_reward": "composite"}})
         summary = build_pairs(cfg, EXAMPLES, rollouts, tmp_path / "pairs").summary
     assert (summary.prompts, summary.pairs, summary.scored, summary.unscored, summary.without_pair) == (2, 1, 4, 0, 1)
     pairs = load_from_disk(str(tmp_path / "pairs"))
