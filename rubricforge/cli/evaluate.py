@@ -38,8 +38,9 @@ def eval_run(
                                                        "pointwise 0–10).")] = None,
     scorers: Annotated[Optional[str], typer.Option(help="Comma-separated: race, rubric, exact, equivalence (the "
                                                    "LLM judge of the final answer), citation (FACT against the "
-                                                   "corpus index), format (default: exact for rows with an answer, "
-                                                   "else race, else rubric).")] = None,
+                                                   "corpus index), format, healthbench (HealthBench's score), "
+                                                   "coverage (ResearchQA's rubric coverage) (default: exact for rows "
+                                                   "with an answer, else race, else rubric).")] = None,
     run_dir: Annotated[Optional[Path], typer.Option("--run-dir", help="Run directory (default: runs/eval/<reports "
                                                     "file name, or the agent's model>).")] = None,
     config: ConfigOpt = None,

@@ -307,6 +307,8 @@ def estimate(agent: AgentConfig, cfg: Config, tasks: Sequence[Mapping[str, Any]]
                            "race": (1, template("race_pointwise") + question + 2 * report + rubric),
                            "equivalence": (1, template("answer_equivalence") + question + report),
                            "citation": (CITES_PER_REPORT, template("citation_recall_cited") + question + 150),
+                           **dict.fromkeys(("healthbench", "coverage"), (
+                               len(task.get("rubrics") or []), template("hote_judge") + question + report)),
                            }.get(name, (0, 0.0))
             j_calls += per
             j_prompt += per * prompt

@@ -15,13 +15,21 @@
   ``citation.supported``; :mod:`rubricforge.evaluation.citations`).
 * ``format``: format compliance of the report body (MindDR Eq. 11's checks; ``format``, ``format.markdown``,
   ``format.cite``).
+* ``healthbench`` (HealthBench's score, the column of HOTE's Table 1): every rubric item judged met / not met (one
+  binary call each, the HOTE judge prompt; a negative item is "met" when the response shows its flaw), then per
+  task Σ points of the met items / Σ positive points; the run's mean is clipped to [0, 1], as HealthBench clips
+  its mean (:func:`healthbench_summary`), not each task.
+* ``coverage`` (ResearchQA's rubric coverage, HOTE's and DR Tulu's tables): the share of the positive rubric items
+  the response meets, by the same binary judgments (weights and negative items are not counted).
 
 An empty report scores 0 everywhere without a judge call.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+import weakref
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rubricforge.errors import UserError
@@ -31,6 +39,8 @@ from rubricforge.rewards.judging import Judge
 from rubricforge.rewards.minddr.race import (RaceScore, parse_race_rubrics, race_pointwise, race_score,
                                      scored_dimensions)
 from rubricforge.rewards.deeprubric.rubric_reward import JudgeMode, criteria_from, rubric_reward
+from rubricforge.rewards.hote.rubric_reward import HoteScore, hote_reward
+from rubricforge.schema import Criterion
 
 
 async def score(name: str, judge: Judge, task: Mapping[str, Any], report: str, reference: str | None,
@@ -51,11 +61,56 @@ async def score(name: str, judge: Judge, task: Mapping[str, Any], report: str, r
                                  map(str, task.get("answer_aliases") or []))
     if name == "race":
         return await _race(judge, task, report, reference)
+    if name in ("healthbench", "coverage"):
+        criteria = criteria_from(task["rubrics"], where=f"task {task.get('id')!r} rubrics")
+        met = await _met(judge, str(task.get("question", "")), report, criteria)
+        value = (healthbench_score if name == "healthbench" else coverage_score)(met.per_rubric, criteria)
+        return {"metrics": {name: value}, "per_criterion": met.per_rubric, "unscored": met.unscored}
     if name == "rubric":
         criteria = criteria_from(task["rubrics"], where=f"task {task.get('id')!r} rubrics")
         got = await rubric_reward(judge, str(task.get("question", "")), report, criteria, judge_mode)
         return {"metrics": {"rubric": got.value}, "per_criterion": got.per_criterion, "unscored": got.unscored}
-    raise UserError(f"unknown scorer '{name}'", "use race, rubric, exact, equivalence, citation or format")
+    raise UserError(f"unknown scorer '{name}'", "use race, rubric, exact, equivalence, citation, format, healthbench "
+                                                "or coverage")
+
+
+_MET: weakref.WeakKeyDictionary[Judge, asyncio.Future[HoteScore]] = weakref.WeakKeyDictionary()
+
+
+async def _met(judge: Judge, question: str, report: str, criteria: Sequence[Criterion]) -> HoteScore:
+    """The met / not-met judgments of a task's items, made once per task's judge for both scorers that read them."""
+    if judge not in _MET:
+        _MET[judge] = asyncio.ensure_future(hote_reward(judge, question, report, criteria))
+    return await _MET[judge]
+
+
+def healthbench_score(met: Mapping[str, int | None], criteria: Sequence[Criterion]) -> float | None:
+    """HealthBench per task: Σ points of the items judged met / Σ positive points (not clipped: HealthBench clips the
+    mean); None when a judgment is missing or no item has positive points."""
+    positive = sum(c.weight for c in criteria if c.weight > 0)
+    if positive <= 0 or any(met.get(c.id) is None for c in criteria):
+        return None
+    return sum(c.weight for c in criteria if met[c.id]) / positive
+
+
+def healthbench_summary(summary: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The run's ``healthbench`` entry with its mean and CI bounds clipped to [0, 1] (HealthBench's overall score:
+    the clipped mean of the tasks' scores); {} when the run has none."""
+    if "healthbench" not in summary:
+        return {}
+    entry = dict(summary["healthbench"])
+    for key in ("mean", "ci_low", "ci_high"):
+        if entry.get(key) is not None:
+            entry[key] = min(1.0, max(0.0, entry[key]))
+    return {"healthbench": entry}
+
+
+def coverage_score(met: Mapping[str, int | None], criteria: Sequence[Criterion]) -> float | None:
+    """ResearchQA-style rubric coverage: the share of positive items judged met; None when one is missing."""
+    items = [c for c in criteria if c.weight > 0]
+    if not items or any(met.get(c.id) is None for c in items):
+        return None
+    return sum(bool(met[c.id]) for c in items) / len(items)
 
 
 async def _race(judge: Judge, task: Mapping[str, Any], report: str, reference: str | None) -> dict[str, Any]:

@@ -30,9 +30,10 @@ from rubricforge.export.convert import to_rubricforge_rows
 from rubricforge.rewards.inputs import load_examples
 from rubricforge.rewards.trajectory import parse_trajectory
 
-SCORERS = ("race", "rubric", "exact", "equivalence", "citation", "format")
+SCORERS = ("race", "rubric", "exact", "equivalence", "citation", "format", "healthbench", "coverage")
 # the column a scorer reads, if one
-NEEDS = {"race": "race_rubrics", "rubric": "rubrics", "exact": "answer", "equivalence": "answer"}
+NEEDS = {"race": "race_rubrics", "rubric": "rubrics", "exact": "answer", "equivalence": "answer", "healthbench": "rubrics",
+         "coverage": "rubrics"}
 REPORT_FIELDS = ("article", "response")  # DRB's, then rubricforge's
 
 

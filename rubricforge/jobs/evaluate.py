@@ -125,6 +125,7 @@ def evaluate(cfg: Config, tasks_path: str | Path, reports_path: str | Path | Non
     per_task = {tid: log[tid]["metrics"] for tid in reports if tid in log}
     scored_now = sum(1 for tid in pending if tid in log and log[tid]["report_sha"] == job.shas[tid])
     metrics = stats.summarise(per_task, resamples, seed) | fact_summary((log[t] for t in per_task), resamples, seed)
+    metrics |= scorers.healthbench_summary(metrics)
     summary = EvalSummary(str(run.path), status, len(tasks), len(reports), len(tasks) - len(reports),
                           scored_now, judge_model, metrics,
                           _judge_use(run, [log[t] for t in per_task]),

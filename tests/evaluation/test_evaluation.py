@@ -360,6 +360,45 @@ def test_fact_pools_citations_over_reports_as_deepresearch_bench_stat_does(tmp_p
     assert effective["mean"] == pytest.approx(2 / 3) and effective["n"] == 3
 
 
+HB_RUBRICS = [{"id": "a", "description": "Advises seeing a doctor within a day.", "weight": 5},
+              {"id": "b", "description": "States the usual adult dose.", "weight": 3},
+              {"id": "c", "description": "Recommends a dose above the safe maximum.", "weight": -4}]
+HB_MET = {"t1": {"a": 1, "b": 0, "c": 1}, "t2": {"a": 1, "b": 1, "c": 0}, "t3": {"a": 0, "b": 0, "c": 1}}
+
+
+def _recorded_verdict(body) -> str:
+    """The recorded met / not-met answer for the task (its question) and the rubric item the request names."""
+    prompt = body["messages"][-1]["content"]
+    task = re.search(r"Question (t\d)", prompt).group(1)
+    (item,) = [r["id"] for r in HB_RUBRICS if r["description"] in prompt]
+    return json.dumps({"score": HB_MET[task][item]})
+
+
+def test_healthbench_and_researchqa_scores_follow_the_benchmarks_arithmetic(tmp_path):
+    """Recorded binary verdicts replayed through `eval --scorers healthbench,coverage`: HealthBench's per-task score
+    is Σ points met / Σ positive points (t3: −4 / 8, not clipped), its overall the mean clipped to [0, 1]
+    (healthbench_eval's _compute_clipped_stats); ResearchQA-style coverage the share of positive items met."""
+    from rubricforge.evaluation.scorers import healthbench_summary
+
+    tasks, reports, run = tmp_path / "tasks.jsonl", tmp_path / "reports.jsonl", tmp_path / "run"
+    tasks.write_text("".join(json.dumps({"id": t, "question": f"Question {t}: what should I take?",
+                                         "rubrics": HB_RUBRICS}) + "\n" for t in HB_MET))
+    reports.write_text("".join(json.dumps({"id": t, "response": f"Answer for {t}."}) + "\n" for t in HB_MET))
+    with FakeOpenAI(stages={"hote": _recorded_verdict}) as server:
+        s = evaluate(_cfg(tmp_path, server), tasks, reports, run, asked=["healthbench", "coverage"], progress=False,
+                     resamples=200).summary
+    assert server.n_requests == 9  # one binary call per task and item, shared by both scorers
+    positive = sum(r["weight"] for r in HB_RUBRICS if r["weight"] > 0)
+    expected = {t: sum(r["weight"] for r in HB_RUBRICS if met[r["id"]]) / positive for t, met in HB_MET.items()}
+    records = _records(run)
+    assert {t: r["metrics"]["healthbench"] for t, r in records.items()} == pytest.approx(expected)  # t3: -0.5
+    assert {t: r["metrics"]["coverage"] for t, r in records.items()} == pytest.approx({"t1": 0.5, "t2": 1.0, "t3": 0.0})
+    assert s.metrics["healthbench"]["mean"] == pytest.approx(min(1.0, max(0.0, sum(expected.values()) / 3)))
+    assert s.metrics["coverage"]["mean"] == pytest.approx(0.5)
+    low = {"healthbench": {"mean": -0.5, "ci_low": -0.9, "ci_high": 0.2}}
+    assert healthbench_summary(low)["healthbench"] | {} == {"mean": 0.0, "ci_low": 0.0, "ci_high": 0.2}
+
+
 def _scored_run(tmp_path: Path, name: str, server: FakeOpenAI, references: Path | None = None, **role) -> Path:
     evaluate(_cfg(tmp_path / name, server, **role), DRB_TASKS, DRB_REPORTS, tmp_path / name,
              references=references, progress=False, resamples=100)
