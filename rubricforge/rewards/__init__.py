@@ -26,6 +26,7 @@ MindDR Eqs. 10, 11, 12      :func:`.minddr.report_rules.report_citation_reward`,
                             :func:`.minddr.report_rules.report_reward`
 MindDR App. 8.4             :func:`.minddr.tense_rules.find_tense_candidates`, :func:`.minddr.tense_check.detect_tense_errors`,
                             :func:`.minddr.tense_check.tense_penalty`
+MindDR §5.4 pair score      :func:`.minddr.alignment.alignment_score`
 Prefs Eq. 1, App. C.3       :func:`.prefs.hybrid_reward.hybrid_reward`, :func:`.prefs.hybrid_reward.llm_rubric_reward`
 Prefs Eq. 2, 3              :func:`.prefs.report_score.weighted_score`, :func:`.prefs.report_score.report_score`,
                             :func:`.prefs.report_score.preference_reward`
