@@ -63,8 +63,9 @@ def reward_audit(
 @app.command("probe")
 def reward_probe(
     dataset: DatasetOpt,
-    responses: Annotated[Path, typer.Option("--responses", "-r", help='JSONL of honest responses: {"id", "response", '
-                                                                      '"snippets"?} (as `reward score` reads).')],
+    responses: Annotated[Optional[Path], typer.Option("--responses", "-r", help='JSONL of honest responses: {"id", '
+                         '"response", "snippets"?} (as `reward score` reads); default: each row\'s reference answer '
+                         'made from its factual evidence.')] = None,
     config: ConfigOpt = None,
     set_: SetOpt = None,
     rewards: Annotated[str, typer.Option(help="Comma-separated rewards, or a group: deeprubric | report | search_rl "
@@ -73,7 +74,8 @@ def reward_probe(
     threshold: Annotated[float, typer.Option(min=0.0, max=1.0, help="A probe fails when its variant scores at least "
                                              "the honest response on more than this share of items.")] = 0.2,
     limit: Annotated[Optional[int], typer.Option(min=1, help="Probe only the first N responses.")] = None,
-    run_dir: Annotated[Optional[Path], typer.Option(help="Run directory (default: <responses>.probe.run/).")] = None,
+    run_dir: Annotated[Optional[Path], typer.Option(help="Run directory (default: <responses>.probe.run/, or "
+                                                    "<dataset>.probe.run/).")] = None,
     quiet: QuietOpt = False,
 ) -> None:
     """Score adversarial variants of honest responses (rubric pasted in, keyword stuffing, padding, wrong facts, tag

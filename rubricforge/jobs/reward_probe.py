@@ -5,7 +5,9 @@ rewards judged per criterion — per criterion type.
 
 Items are (response, probe) pairs, the honest response being the probe ``honest``; each item's record (the
 variant's text and every reward's details) is appended as soon as it is scored to ``probes.jsonl`` in the run
-directory (default ``<responses>.probe.run/``), so a re-run scores only what is left (and what a failed judge left
+directory (default ``<responses>.probe.run/``; without responses, the honest response of a row is its reference
+answer made from its evidence, :func:`~rubricforge.rewards.probes.reference_response`, and the run directory
+``<dataset>.probe.run/``), so a re-run scores only what is left (and what a failed judge left
 unscored), and refuses other rewards, probes or judge. Bad rubric sets are refused before any judge call
 (:func:`~rubricforge.rewards.scorer.check_rubrics`); a run that asks a judged reward announces the judge calls,
 tokens and cost before the first call. The report (:class:`ProbeSummary`) goes to ``report.json`` there.
@@ -73,23 +75,29 @@ class ProbeSummary:
         return [f"{self.status}: {self.responses} honest responses probed -> {self.out}", verdict]
 
 
-def probe_rewards(cfg: Config, dataset: str | Path, responses: str | Path, names: Sequence[str],
+def probe_rewards(cfg: Config, dataset: str | Path, responses: str | Path | None, names: Sequence[str],
                   probes: Sequence[str] = P.PROBES, threshold: float = THRESHOLD, run_dir: str | Path | None = None,
                   limit: int | None = None, announce: Callable[[str], None] | None = None,
                   progress: bool = False) -> JobResult:
-    """Probe the rewards ``names`` with ``probes`` on the honest ``responses`` to ``dataset`` (the first ``limit``
-    responses; see the module docstring; the payload: :class:`ProbeSummary`)."""
+    """Probe the rewards ``names`` with ``probes`` on the honest ``responses`` to ``dataset`` (None: each row's
+    reference answer, :func:`~rubricforge.rewards.probes.reference_response`; the first ``limit`` of them; see the
+    module docstring; the payload: :class:`ProbeSummary`)."""
     for name in names:
         RewardScorer.check_name(name)
     for probe in probes:
         if probe not in P.PROBES:
             raise UserError(f"unknown probe '{probe}'", f"use some of: {', '.join(P.PROBES)}")
     examples = load_examples(dataset, adapt=to_rubricforge_rows)
-    with Rejects(Path(responses).with_name(f"{Path(responses).stem}.rejects.jsonl")) as rejects:
-        honest = load_responses(responses, examples, rejects)[:limit]
+    if responses is not None:
+        with Rejects(Path(responses).with_name(f"{Path(responses).stem}.rejects.jsonl")) as rejects:
+            honest = load_responses(responses, examples, rejects)[:limit]
+    else:
+        references = ((eid, P.reference_response(row)) for eid, row in examples.items())
+        honest = [Response(n, eid, text, None) for n, (eid, text) in enumerate(references, 1) if text][:limit]
     if not honest:
-        raise UserError(f"no honest response to probe in {responses}",
-                        f'give each line the "id" of an example in {dataset} and a "response"')
+        raise UserError(f"no honest response to probe in {responses}" if responses is not None else
+                        f"dataset {dataset}: no row has a factual criterion with evidence to make a reference answer",
+                        f'pass --responses: a JSONL whose lines give the "id" of an example in {dataset} and a "response"')
     rows = [examples[i] for i in dict.fromkeys(r.example_id for r in honest)]
     check_rubrics(rows, names, dataset)
     check_columns(rows, names, dataset)
@@ -104,9 +112,11 @@ def probe_rewards(cfg: Config, dataset: str | Path, responses: str | Path, names
                 continue
             if (variant := P.build(probe, response.completion, ctx)) is not None:
                 items.append(Item(response, probe, variant))
-    run = RunDir(run_dir or Path(responses).with_name(f"{Path(responses).stem}.probe.run"), "reward-probe")
+    where = Path(responses) if responses is not None else Path(dataset).with_suffix(".reference")
+    run = RunDir(run_dir or where.with_name(f"{where.stem}.probe.run"), "reward-probe")
     job = _ProbeJob(cfg, tuple(names), tuple(probes), run)
-    job.inputs = {"dataset": str(Path(dataset).resolve()), "responses": str(Path(responses).resolve())}
+    job.inputs = {"dataset": str(Path(dataset).resolve()),
+                  "responses": str(Path(responses).resolve()) if responses is not None else "reference answers"}
     if job.roles and announce is not None:
         announce(estimate(cfg, names, items))
     stats = asyncio.run(job.arun(items, progress))

@@ -183,6 +183,27 @@ ORDER = ("criteria_order",)  # probes that change the row, not the response
 PROBES: tuple[str, ...] = (*BUILDERS, *WHOLE, *ORDER)
 
 
+def reference_response(example: Mapping[str, Any]) -> str | None:
+    """An honest rollout made from the row itself, for probing a reward before any policy exists: a search for the
+    question, the evidence of its positive factual criteria returned as snippets, and an answer that states each
+    piece of evidence citing its snippet (None: the row has no such evidence). It satisfies the factual criteria and
+    none of the logical ones, as a cautious answer that only repeats its sources would."""
+    import json
+
+    evidence = list(dict.fromkeys(str(e).strip() for r in example.get("rubrics") or [] if isinstance(r, Mapping)
+                                  and r.get("type") == "factual" and float(r.get("weight") or 0) > 0
+                                  for e in r.get("evidence") or [] if str(e).strip()))
+    if not evidence:
+        return None
+    ids = [f"ref{n + 1}" for n in range(len(evidence))]
+    call = json.dumps({"name": "search", "arguments": {"query": str(example.get("question") or "")}})
+    snippets = "".join(f"<snippet id={i}>{e}</snippet>" for i, e in zip(ids, evidence, strict=True))
+    answer = " ".join(f'<cite id="{i}">{e}</cite>' for i, e in zip(ids, evidence, strict=True))
+    return (f"<think>I search for the question's sources.</think>\n<tool_call>{call}</tool_call>\n"
+            f"<tool_response>{snippets}</tool_response>\n<think>I answer from the snippets.</think>\n"
+            f"<answer>{answer}</answer>")
+
+
 def with_answer(completion: str | list[dict[str, Any]], rewrite: Callable[[str], str]) -> str | list[dict[str, Any]]:
     """``completion`` with its answer rewritten: the last closed ``<answer>`` block of the text (of the last assistant
     message), or the whole text when it has none."""

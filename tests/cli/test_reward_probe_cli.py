@@ -92,3 +92,13 @@ def test_bad_rubric_sets_are_refused_before_any_judge_call(tmp_path, honest, com
         proc = cli("reward", command, "-d", str(dataset), "-r", str(honest), "--rewards", "rubric", "-c", str(config))
         assert server.n_requests == 0
     assert_user_error(proc, "example 'printing_press' criterion id 'c1' is used twice (rubrics[0] and rubrics[2])")
+
+
+def test_without_responses_each_rows_reference_answer_is_the_honest_one(tmp_path):
+    run = tmp_path / "run"
+    proc = cli("reward", "probe", "-d", str(EXAMPLES), "--rewards", "format", "--probes", "format_mimicry,empty",
+               "--run-dir", str(run), "--set", "llm.cache_path=", "-q")
+    assert proc.returncode == PROBE_EXIT, proc.stderr
+    report = json.loads((run / "report.json").read_text())
+    assert report["responses"] == 3 and report["failed"] == ["format/format_mimicry"]
+    assert json.loads((run / "manifest.json").read_text())["responses"] == "reference answers"

@@ -98,3 +98,13 @@ def test_bad_rubric_sets_are_refused_naming_row_and_criterion(row, needles):
     for needle in needles:
         assert needle in str(err.value)
     check_rubrics([row], ["format", "search"], "data.jsonl")  # rewards that never read the rubrics do not care
+
+
+def test_a_reference_answer_is_made_from_the_rows_factual_evidence():
+    reference = P.reference_response(EXAMPLE)
+    traj = parse_trajectory(reference)
+    assert traj.answer == '<cite id="ref1">The Eiffel Tower is 330 metres tall.</cite>'  # c1's evidence, c3 is negative
+    assert traj.snippet_texts() == {"ref1": "The Eiffel Tower is 330 metres tall."}
+    assert format_reward(traj).total == pytest.approx(1.0)
+    assert P.reference_response({"id": "x", "rubrics": [{"id": "c1", "type": "logical", "description": "d",
+                                                         "weight": 1.0}]}) is None
