@@ -9,8 +9,9 @@ gold judge's score fell).
   ``evolve.role``, ``score.evaluator_role``, ``reward.orm_roles``) is refused.
 * **Held-out tasks**: ``train.gold_tasks`` (any dataset ``eval`` reads), else the dataset's rows whose ``split`` is
   ``test`` or ``validation`` — those rows are then left out of training.
-* **Evaluation**: every ``train.gold_every`` optimiser steps — counted by the callback at each step's end, so it
-  fires for every preset, whatever ``steps_per_generation`` TRL logs ``reward`` at — the policy answers every
+* **Evaluation**: every ``train.gold_every`` optimiser steps — counted by the callback (at the step's end, or just
+  after the step's log on a logging step), so it fires for every preset, whatever ``steps_per_generation`` TRL logs
+  ``reward`` at — the policy answers every
   held-out question greedily without tools (the no-tool prompt, at most ``max_completion_length`` tokens, the
   trainer's own weights), and each answer is scored by the task's automatic scorer of ``rubricforge eval``
   (:func:`rubricforge.evaluation.scorers.score`: exact answer, RACE or the rubric judge; its headline metric). The
@@ -184,19 +185,30 @@ def gold_callback(cfg: Config, tasks: list[dict[str, Any]], reply: Callable[[Any
         reward = None
 
     class GoldJudge(TrainerCallback):
-        """Counts optimiser steps itself (``on_step_end``), so it fires every ``gold_every`` steps whatever the preset's
-        ``steps_per_generation`` (TRL logs ``reward`` only at steps 1 + k·s)."""
+        """Counts optimiser steps itself, so it fires every ``gold_every`` steps whatever the preset's
+        ``steps_per_generation`` (TRL logs ``reward`` only at steps 1 + k·s): at the step's end, or — when the step
+        is a logging step — just after its log, so the step's own metrics are in the training-reward window."""
 
         def __init__(self) -> None:
             self.series: list[dict[str, Any]] = []  # one entry per evaluation
             self.winning: dict[str, int] = {}  # probe -> the step it began to win
 
-        def on_step_end(self, args, state, control, model=None, **kw):
-            step = state.global_step
+        def due(self, state) -> bool:
             if not self.series:  # a resumed run continues the series of its checkpoint's log history
                 self.series = [h for h in state.log_history if "gold/score" in h]
-            if step % every or (self.series and self.series[-1]["step"] == step):
-                return
+            step = state.global_step
+            return not step % every and not (self.series and self.series[-1]["step"] == step)
+
+        def on_step_end(self, args, state, control, model=None, **kw):
+            if self.due(state) and not getattr(control, "should_log", False):  # no log follows: evaluate now
+                self.evaluate(args, state, model)
+
+        def on_log(self, args, state, control, model=None, logs=None, **kw):  # after the step's metrics are logged
+            if self.due(state):
+                self.evaluate(args, state, model)
+
+        def evaluate(self, args, state, model) -> None:
+            step = state.global_step
             tokens = getattr(args, "max_completion_length", None) or cfg.train.max_new_tokens
             replies = [reply(model, no_tool_prompt(str(t.get("question") or "")), tokens) for t in tasks]
             scores = asyncio.run(gold_scores(llm, tasks, [report_text(r) for r in replies], cfg.reward.judge_mode))
