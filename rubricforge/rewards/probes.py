@@ -121,13 +121,15 @@ def _pick(item: str, pool: Sequence[str], salt: str) -> str | None:
 
 
 def entities_in(text: str) -> list[str]:
-    """Capitalised spans of ``text`` that are not sentence openers or function words."""
+    """Capitalised spans of ``text`` that are not function words, nor one capitalised word opening a sentence
+    ("Around 1440", "Connects cheaper books")."""
     out = []
     for m in _ENTITY.finditer(text):
         words = m.group(0).split()
         while words and words[0].lower() in _NOT_ENTITY:
             words = words[1:]
-        if words and (len(words) > 1 or len(words[0]) > 2):
+        opener = not text[:m.start()].strip() or text[:m.start()].rstrip()[-1] in ".!?:;\n"
+        if words and (len(words) > 1 or (len(words[0]) > 2 and not (opener and words[0] == m.group(0)))):
             out.append(" ".join(words))
     return out
 

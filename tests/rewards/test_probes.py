@@ -108,3 +108,8 @@ def test_a_reference_answer_is_made_from_the_rows_factual_evidence():
     assert format_reward(traj).total == pytest.approx(1.0)
     assert P.reference_response({"id": "x", "rubrics": [{"id": "c1", "type": "logical", "description": "d",
                                                          "weight": 1.0}]}) is None
+
+
+def test_a_capitalised_word_opening_a_sentence_is_no_entity():
+    text = "Around 1440 in Mainz, Johannes Gutenberg built a press. Connects books to literacy."
+    assert P.entities_in(text) == ["Mainz", "Johannes Gutenberg"]
