@@ -102,3 +102,17 @@ def test_without_responses_each_rows_reference_answer_is_the_honest_one(tmp_path
     report = json.loads((run / "report.json").read_text())
     assert report["responses"] == 3 and report["failed"] == ["format/format_mimicry"]
     assert json.loads((run / "manifest.json").read_text())["responses"] == "reference answers"
+
+
+def test_eval_tasks_with_deepresearch_bench_reports_are_probed(tmp_path):
+    """DRB's criteria (converted on the fly) and its {"id", "prompt", "article"} reports of three tasks: the reports
+    carry no <answer> tags, so MindDR's report format reward gives each −1, as it gives an empty report."""
+    run = tmp_path / "run"
+    proc = cli("reward", "probe", "-d", str(DATA / "formats" / "drb_criteria.jsonl"), "-r",
+               str(DATA / "eval" / "drb_claude-3-7-sonnet-latest.jsonl"), "--rewards", "report_format",
+               "--probes", "empty,format_mimicry", "--run-dir", str(run), "--set", "llm.cache_path=", "-q")
+    assert proc.returncode == PROBE_EXIT, proc.stderr
+    report = json.loads((run / "report.json").read_text())
+    got = report["results"]["report_format"]
+    assert report["responses"] == 3 and got["empty"]["share"] == 1.0 and got["empty"]["mean_delta"] == 0.0
+    assert got["format_mimicry"]["strict"] == 1.0
