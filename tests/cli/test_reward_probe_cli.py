@@ -41,14 +41,16 @@ def test_the_format_reward_fails_on_the_tag_soup_without_a_judge_then_resumes(tm
     assert "format/format_mimicry" in report["failed"] and "format/empty" not in report["failed"]
     assert "format/format_mimicry" in proc.stderr and "judge" not in proc.stderr  # no judge announced
     records = [json.loads(x) for x in (run / "probes.jsonl").read_text().splitlines()]
-    assert len(records) == 3 * 9  # honest + 8 probes (no criteria_order) per response
+    # honest + 8 probes (no criteria_order) per response, but no wrong facts for photosynthesis: its answer names no
+    # entity and no number
+    assert len(records) == 3 * 9 - 1 and ("photosynthesis", "wrong_facts") not in {(r["id"], r["probe"]) for r in records}
     soup = next(r for r in records if r["probe"] == "format_mimicry")
     assert "<answer>/*answer>" in soup["completion"]
     again = cli(*args, "--threshold", "1.0")  # nothing left to score; with threshold 1 nothing fails
     assert again.returncode == 0, again.stderr
     assert len((run / "probes.jsonl").read_text().splitlines()) == len(records)
     manifest = json.loads((run / "manifest.json").read_text())
-    assert len(manifest["invocations"]) == 2 and manifest["counts"] == {"items": 27, "done_before": 27, "done_now": 0}
+    assert len(manifest["invocations"]) == 2 and manifest["counts"] == {"items": 26, "done_before": 26, "done_now": 0}
 
 
 def _keyword_judge(body) -> Reply:
