@@ -28,7 +28,7 @@ from rubricforge.export.convert import to_rubricforge_rows
 from rubricforge.jobs.base import JobResult, job_result
 from rubricforge.jobs.items import ItemJob
 from rubricforge.rewards.inputs import Response, load_examples, load_responses
-from rubricforge.rewards.scorer import RewardScorer, Rollout, check_columns
+from rubricforge.rewards.scorer import RewardScorer, Rollout, check_columns, check_rubrics
 from rubricforge.rundir import RunDir, StageLog, atomic_write_json
 
 if TYPE_CHECKING:
@@ -77,7 +77,9 @@ def score_responses(cfg: Config, dataset: str | Path, responses: str | Path, nam
                f"{rejects.path})" if rejects.total else "it holds no responses")
         raise UserError(f"nothing to score in {responses}: {why}",
                         f'give each line the "id" of an example in {dataset} and a "response"')
-    check_columns([examples[r.example_id] for r in todo], names, dataset)
+    rows = [examples[i] for i in dict.fromkeys(r.example_id for r in todo)]
+    check_rubrics(rows, names, dataset)  # a bad rubric set, before any judge call
+    check_columns(rows, names, dataset)
     log: StageLog[Any] = StageLog(out or default_out(responses))
     run = RunDir(log.path.with_name(f"{log.path.stem}.run"), "score")
     job = _ScoreJob(cfg, examples, tuple(names), log, run)

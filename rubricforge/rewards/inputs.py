@@ -5,7 +5,8 @@ Examples: an exported dataset folder (``data.jsonl``), a run directory (``datase
 other formats get one from their converter, which ``reward score`` applies: DR Tulu rows have none).
 
 Responses: JSONL, one rollout a line: ``{"id": <example id>, "response": <string or chat messages>,
-"snippets": [<Snippet>, ...] (optional: the rollout's snippet store)}``. A malformed line, or one whose
+"snippets": [<Snippet>, ...] (optional: the rollout's snippet store)}``, or DeepResearch Bench's reports
+``{"id", "prompt", "article"}``. A malformed line, or one whose
 id is not in the dataset, is skipped, counted and written to ``<responses>.rejects.jsonl``.
 """
 
@@ -120,7 +121,7 @@ def _response(n: int, record: Any, examples: dict[str, dict[str, Any]]) -> Respo
     example_id = str(record.get("id", ""))
     if example_id not in examples:
         raise ValueError(f"id {example_id!r} is not in the dataset")
-    completion = record.get("response")
+    completion = record.get("response", record.get("article"))  # DeepResearch Bench's reports: {"id", "prompt", "article"}
     if not isinstance(completion, (str, list)) or (isinstance(completion, list)
                                                    and not all(isinstance(m, dict) for m in completion)):
         raise ValueError("'response' must be a string or a list of chat messages")

@@ -81,6 +81,35 @@ def check_columns(rows: Iterable[Mapping[str, Any]], rewards: Iterable[str], whe
                 raise UserError(f"dataset {where}: example {row.get('id', '?')!r} has no '{column}' column{why}", fix)
 
 
+def check_rubrics(rows: Iterable[Mapping[str, Any]], rewards: Iterable[str], where: str | Path) -> None:
+    """Before any judge call, when one of ``rewards`` reads the ``rubrics`` column: a UserError naming the first row
+    (and criterion) whose rubric set cannot be scored — an empty list, a criterion without text or weight, a
+    criterion id used twice, or weights that sum to zero or less (every score would be 0 or undefined)."""
+    if not any("rubrics" in COLUMNS.get(name, ()) for name in rewards):
+        return
+    fix = "fix the row's rubrics in the dataset (or leave the row out)"
+    for row in rows:
+        rubrics, rid = row.get("rubrics"), row.get("id", "?")
+        if rubrics is None:
+            continue  # a missing column: check_columns says so
+        if isinstance(rubrics, str) or not list(rubrics):
+            raise UserError(f"dataset {where}: example {rid!r} has an empty rubric list" if not rubrics else
+                            f"dataset {where}: example {rid!r} rubrics is text, not a list of criteria", fix)
+        criteria = criteria_from(rubrics, where=f"dataset {where}: example {rid!r} rubrics")
+        seen: dict[str, int] = {}
+        for n, c in enumerate(criteria):
+            if not c.description.strip():
+                raise UserError(f"dataset {where}: example {rid!r} criterion {c.id!r} (rubrics[{n}]) has no text", fix)
+            if c.id in seen:
+                raise UserError(f"dataset {where}: example {rid!r} criterion id {c.id!r} is used twice "
+                                f"(rubrics[{seen[c.id]}] and rubrics[{n}])", fix)
+            seen[c.id] = n
+        total = sum(c.weight for c in criteria)
+        if total <= 0:
+            raise UserError(f"dataset {where}: example {rid!r} criteria weights sum to {total:g} (criteria "
+                            f"{', '.join(repr(c.id) for c in criteria)}); the total must be positive", fix)
+
+
 @dataclass
 class Rollout:
     example: Mapping[str, Any]

@@ -206,6 +206,6 @@ def build_grpo(cfg: Config, dataset: str | Path, model: str) -> GRPORun:
             toolbox.close()
         raise
     if gold:
-        trainer.add_callback(gold_callback(cfg, gold, partial(greedy_reply, tokenizer=tokenizer)))
+        trainer.add_callback(gold_callback(cfg, gold, partial(greedy_reply, tokenizer=tokenizer), reward))
     note = "\n".join(filter(None, [hooks.judge_calls_per_step(rows, prompts, args.num_generations), cost.line()]))
     return GRPORun(trainer, toolbox, client, Path(args.output_dir), hooks if hooks.active else None, note)

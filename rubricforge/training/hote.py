@@ -229,7 +229,8 @@ class HoteRun:
             args=self._args("solver", h.group, h.batch_size, h.steps),
             train_dataset=Dataset.from_list(slots * h.batch_size), processing_class=tokenizer, environment_factory=envs)
         if self.gold:  # the solver is the policy under test
-            self.solver.add_callback(gold_callback(self.cfg, self.gold, partial(greedy_reply, tokenizer=tokenizer)))
+            self.solver.add_callback(gold_callback(self.cfg, self.gold, partial(greedy_reply, tokenizer=tokenizer),
+                                                   "hote"))
         self.proposer = stepped_trainer(
             self.proposer_worker, model=self.proposer_model, reward_funcs=[self._proposer_reward],
             args=self._args("proposer", h.proposer_group, h.combinations, h.steps),

@@ -123,8 +123,11 @@ def test_grpo_logs_the_gold_curve_at_steps_n_and_2n(tiny_model, tmp_path):
     # the held-out task (2 criteria, one call each) went to the gold judge only, never trained on; the second
     # evaluation's answers were the first's (a scripted policy), so the LLM cache answered them
     assert gold_requests == 2
+    # the training judge saw the held-out task only when the probes scored the policy's answer and its three
+    # variants with the training reward (2 criteria each, once: the second evaluation's were cached), never in training
     held_question = rows[1]["question"]
-    assert not any(held_question in m["content"] for r in judge.requests for m in r["messages"])
+    assert sum(any(held_question in m["content"] for m in r["messages"]) for r in judge.requests) == 2 * 4
+    assert rows[1]["id"] not in [r["id"] for r in run.trainer.train_dataset]
 
 
 @pytest.mark.slow
@@ -158,9 +161,10 @@ def test_the_callback_warns_once_the_curves_part(tiny_model, tmp_path, caplog, r
         for step, reward in enumerate(rewards, 1):
             state.global_step = step
             state.log_history.append({"reward": reward, "step": step})
-            callback.on_log(args, state, None, model=model, logs={"reward": reward})
-    assert [h["gold/score"] for h in state.log_history] == pytest.approx([1.0, 0.75, 0.5])
-    assert [h["gold/train_reward"] for h in state.log_history] == pytest.approx(rewards)
+            callback.on_step_end(args, state, None, model=model)
+    evaluated = [h for h in state.log_history if "gold/score" in h]
+    assert [h["gold/score"] for h in evaluated] == pytest.approx([1.0, 0.75, 0.5])
+    assert [h["gold/train_reward"] for h in evaluated] == pytest.approx(rewards)
     lines = [json.loads(line) for line in (tmp_path / "out" / "gold.jsonl").read_text().splitlines()]
     assert ["warning" in line for line in lines] == [False, False, warns]
     warned = [r.getMessage() for r in caplog.records if "held-out gold score fell" in r.getMessage()]
@@ -192,3 +196,63 @@ def test_hote_solver_gets_the_gold_curve(tiny_model, tmp_path):
     lines = [json.loads(line) for line in (tmp_path / "run" / "hote" / "solver" / "gold.jsonl").read_text().splitlines()]
     assert [(r["step"], r["gold"], r["tasks"]) for r in lines] == [(1, 0.5, 1)]
     assert lines[0]["train_reward"] is not None
+
+
+def _by_content(body) -> Reply:
+    """A judge (gold or training) that scores a criterion 4 when the answer speaks of erosion in a sentence, else 0."""
+    prompt = "\n".join(str(m.get("content", "")) for m in body["messages"])
+    answer = prompt.rsplit("<response>", 1)[1].split("</response>", 1)[0] if "<response>" in prompt else ""
+    return Reply(json.dumps({"score": 4 if "erosion" in answer and "." in answer else 0}))
+
+
+GOOD = "<think>Glaciers move.</think>\n<answer>Moving ice plucks and grinds the rock: erosion carves a U-shaped valley.</answer>"
+SOUP = "<think>/*think>...</think>\n<answer>/*answer>... glaciers valleys</answer>"
+
+
+def test_the_callback_fires_on_its_own_count_of_steps_and_warns_at_the_onset(tmp_path, caplog):
+    """steps_per_generation = 2: TRL logs `reward` at steps 1, 3, 5, ..., so a callback that waits for a logged reward
+    at a multiple of gold_every = 2 never fires. This one counts optimiser steps: it evaluates at 2, 4, 6, 8. The
+    policy's answers turn to tag soup after step 4 while the training reward rises: the gold score falls, and the
+    refusal probe (and the tag soup) begin to win under the training rubric reward — each warned with its onset."""
+    from types import SimpleNamespace
+
+    from transformers import TrainerState
+
+    from rubricforge.evaluation.gold import gold_callback
+
+    task = {"id": "held", "question": "How do glaciers carve valleys?", "split": "test",
+            "rubrics": [{"id": "g1", "type": "logical", "description": "Explains erosion by moving ice.", "weight": 1.0}]}
+    with FakeOpenAI(responder=_by_content) as judge, FakeOpenAI(responder=_by_content) as gold_server:
+        gold_cfg = tmp_path / "gold.yaml"
+        gold_cfg.write_text(yaml.safe_dump({"llm": litellm_llm_config(tmp_path / "gold", gold_server)}))
+        cfg = Config.model_validate({"run_dir": str(tmp_path / "run"), "llm": litellm_llm_config(tmp_path, judge),
+                                     "train": {"gold_judge": str(gold_cfg), "gold_every": 2, "reward": "rubric"}})
+        answers = []
+
+        def reply(model, messages, tokens):
+            answers.append(GOOD if state.global_step <= 4 else SOUP)
+            return answers[-1]
+
+        callback = gold_callback(cfg, [task], reply, "rubric")
+        state, args = TrainerState(), SimpleNamespace(output_dir=str(tmp_path / "out"), max_completion_length=32)
+        for step in range(1, 9):  # the Trainer's order: the step ends, then (on logging steps) the log
+            state.global_step = step
+            callback.on_step_end(args, state, None, model=None)
+            if step % 2 == 1:
+                logs = {"reward": 0.2 * (step + 1) / 2, "step": step}
+                state.log_history.append(logs)
+                callback.on_log(args, state, None, model=None, logs=logs)
+    evaluated = [h for h in state.log_history if "gold/score" in h]
+    assert [h["step"] for h in evaluated] == [2, 4, 6, 8] and len(answers) == 4
+    assert [h["gold/score"] for h in evaluated] == [1.0, 1.0, 0.0, 0.0]
+    assert [h["gold/train_reward"] for h in evaluated] == pytest.approx([0.2, 0.4, 0.6, 0.8])
+    assert [h["probe/refusal"] for h in evaluated] == [0.0, 0.0, 1.0, 1.0]
+    lines = [json.loads(line) for line in (tmp_path / "out" / "gold.jsonl").read_text().splitlines()]
+    assert [line["probes"]["refusal"] for line in lines] == [0.0, 0.0, 1.0, 1.0]
+    assert ["warning" in line for line in lines] == [False, False, True, True]
+    assert "probe refusal began to win at step 6" in lines[2]["warning"]
+    assert "probe refusal" not in lines[3]["warning"]  # said once, at the onset
+    assert "(steps 4-8)" in lines[3]["warning"] and "hacking onset: step 4" in lines[3]["warning"]
+    warned = [r.getMessage() for r in caplog.records if "hacking onset" in r.getMessage()]
+    assert warned[0].startswith("step 6: training reward rose") and "hacking onset: step 2" in warned[0]
+    assert any(w.startswith("step 6: probe keyword_stuff began to win") for w in warned)
