@@ -8,7 +8,9 @@ S_d(a) = Σ_c w_c·s_c(a) / Σ_c w_c per dimension d and S(a) = Σ_d W_d·S_d(a)
 dimensions that have criteria (a dimension without any is left out). The RACE score is
 S(target) / (S(target) + S(reference)), per dimension and overall, in [0, 1]; 0.5 means as good as the
 reference (also when both score 0). A judge answer that does not cover every criterion of the rubric
-(matched by text, else by position within its dimension) leaves the score unscored (None).
+(matched by text, else by position within its dimension) is resampled with what it left out named
+(:meth:`~rubricforge.llm.judge.Judge.ask`'s ``check``; never taken from the cache), and leaves the score unscored
+(None) when every attempt falls short.
 
 :func:`race_pointwise` is RACE without a reference report (the ``no_reference`` mode of DeepResearch Bench
 forks): the judge scores the one article 0–10 per criterion and the score is S(target) / 10, per dimension
@@ -88,7 +90,8 @@ def _criteria_list(rubrics: RaceRubrics) -> str:
 
 async def race_score(judge: Judge, query: str, target: str, reference: str, rubrics: RaceRubrics) -> RaceScore:
     got = await judge.ask("race_score", RaceJudgement, stage="race", task_prompt=query, article_1=target,
-                          article_2=reference, criteria_list=_criteria_list(rubrics))
+                          article_2=reference, criteria_list=_criteria_list(rubrics),
+                          check=lambda j: _lacking(j, rubrics))
     if got is None:
         return RaceScore(None)
     return score_judgement(got, rubrics)
@@ -97,7 +100,7 @@ async def race_score(judge: Judge, query: str, target: str, reference: str, rubr
 async def race_pointwise(judge: Judge, query: str, target: str, rubrics: RaceRubrics) -> RaceScore:
     """RACE without a reference report (see the module docstring); ``reference`` stays empty."""
     got = await judge.ask("race_pointwise", PointwiseJudgement, stage="race_pointwise", task_prompt=query,
-                          article=target, criteria_list=_criteria_list(rubrics))
+                          article=target, criteria_list=_criteria_list(rubrics), check=lambda j: _lacking(j, rubrics))
     if got is None:
         return RaceScore(None)
     return score_pointwise(got, rubrics)
@@ -142,6 +145,23 @@ def _matched(judgement: BaseModel, rubrics: RaceRubrics) -> dict[str, list[tuple
             return None
         out[d] = pairs
     return out
+
+
+def _lacking(judgement: BaseModel, rubrics: RaceRubrics) -> str | None:
+    """None when ``judgement`` scores every criterion of the rubric (as :func:`_matched` pairs them), else what it
+    leaves out, for the re-prompt."""
+    gaps = []
+    for d in scored_dimensions(rubrics):
+        judged: list[Any] = getattr(judgement, d)
+        if _match(rubrics.criterions[d], judged) is None:
+            seen = {_norm(j.criterion) for j in judged}
+            missing = [c.criterion for c in rubrics.criterions[d] if _norm(c.criterion) not in seen]
+            gaps.append(f"{d} scores {len(judged)} of its {len(rubrics.criterions[d])} criteria"
+                        + (f" (missing: {missing[0][:80]!r})" if missing else ""))
+    if not gaps:
+        return None
+    return ("the answer does not score every criterion of <criteria_list>: " + "; ".join(gaps)
+            + "; score each criterion of each dimension, named exactly as in the list")
 
 
 def _weighted(rubrics: RaceRubrics, matched: dict[str, list[tuple[RaceCriterion, J]]],
