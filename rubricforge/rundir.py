@@ -100,14 +100,14 @@ def versions() -> dict[str, str]:
 
 def _lines(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     try:
-        fh = path.open(encoding="utf-8")
+        fh = path.open("rb")
     except FileNotFoundError:
         return
     with fh:
         for line in fh:
             try:
                 record = json.loads(line)
-            except json.JSONDecodeError:  # torn last line after a crash: that item is redone
+            except ValueError:  # torn last line after a crash (maybe cut inside a UTF-8 character): that item is redone
                 continue
             if isinstance(record, dict) and "key" in record:
                 yield str(record["key"]), record
@@ -241,6 +241,20 @@ class StageLog(Generic[M]):
         payload = item.model_dump(mode="json")
         self.append(key, {self.field: payload} if self.field else payload)
         return item
+
+    def compact(self) -> int:
+        """Rewrite the log (not its shards) with one line per key, the last record of each (temp file + rename: a
+        crash leaves the old log or the new one), when a key has several lines; returns how many were dropped."""
+        with self._lock:
+            if self._write_to != self.path or not self.path.exists():
+                return 0
+            latest = dict(_lines(self.path))
+            lines = sum(1 for _ in _lines(self.path))
+            if lines == len(latest):
+                return 0
+            text = "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in latest.values())
+            atomic_write_text(self.path, text.encode("utf-8", errors="replace").decode("utf-8"))  # as _append
+            return lines - len(latest)
 
     def merge(self) -> int:
         """Fold the shards that were there when this log was opened into the log (their records that differ

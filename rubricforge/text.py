@@ -1,4 +1,4 @@
-"""Text helpers every layer shares: clipping, and the one sentence splitter (tree statements, KG evidence,
+"""Text helpers every layer shares: clipping, lone surrogates made U+FFFD, and the one sentence splitter (tree statements, KG evidence,
 MaMs facts, and answers' claims and tense check with ``markdown=True``)."""
 
 from __future__ import annotations
@@ -11,6 +11,15 @@ ELLIPSIS = "…"
 def clip(text: str, n: int) -> str:
     """``text`` cut to at most ``n`` characters, ending in an ellipsis when cut."""
     return text if len(text) <= n else text[: n - 1].rstrip() + ELLIPSIS
+
+
+def clean_text(text: str) -> str:
+    """``text`` with lone surrogates replaced by U+FFFD (valid surrogate pairs become their character)."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 def one_line(text: str, n: int) -> str:

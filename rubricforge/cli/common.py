@@ -53,24 +53,28 @@ def table(*columns: str) -> Table:
 
 
 def finish(result: JobResult, notes: Sequence[str] = ()) -> None:
-    """How every job's command ends: the result's :meth:`~rubricforge.jobs.base.JobResult.lines` (the line that
-    starts with its status coloured by it), its summary's warnings, then ``notes``; after a budget stop (the one
-    rule, :mod:`rubricforge.jobs.base`) it says so and exits :data:`~rubricforge.jobs.base.STOPPED_EXIT`, the
-    finished work already written out."""
+    """How every job's command ends (the one ending rule, :mod:`rubricforge.jobs.base`): the result's
+    :meth:`~rubricforge.jobs.base.JobResult.lines` (the line that starts with its status word coloured by it), its
+    summary's warnings, then ``notes``; a job that is not ``complete`` then says why with what to do — after a budget
+    stop exit :data:`~rubricforge.jobs.base.STOPPED_EXIT`, with items not done (unscored, failed) exit
+    :data:`~rubricforge.jobs.base.INCOMPLETE_EXIT` — the finished work already written out."""
     from rich.text import Text
 
-    from rubricforge.jobs.base import STOPPED_EXIT
+    from rubricforge.jobs.base import RETRY, exit_code
 
     status, out = result.status, console()
+    word = status.split(":", 1)[0]
     style = "green" if status == "complete" else "yellow"
     for line in result.lines():
-        text = Text(status, style=style) + Text(line.removeprefix(status)) if line.startswith(status) else Text(line)
+        text = Text(word, style=style) + Text(line.removeprefix(word)) if line.startswith(word) else Text(line)
         out.print(text, soft_wrap=True)
     for warning in getattr(result.summary, "warnings", []):
         out.print(Text("warning:", style="yellow") + Text(f" {warning}"), soft_wrap=True)
     for line in notes:
         out.print(Text(line), soft_wrap=True)
-    if status.startswith("stopped"):
-        out.print(f"{status}; finished work is kept and written out: run the same command with a larger "
-                  "budget to resume", style="yellow", markup=False, highlight=False, soft_wrap=True)
-        raise SystemExit(STOPPED_EXIT)
+    if (code := exit_code(status)) == 0:
+        return
+    then = ("finished work is kept and written out: run the same command with a larger budget to resume"
+            if status.startswith("stopped") else RETRY)
+    out.print(f"{status}; {then}", style="yellow", markup=False, highlight=False, soft_wrap=True)
+    raise SystemExit(code)

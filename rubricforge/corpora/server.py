@@ -26,13 +26,13 @@ Endpoints (field names as in ASearcher's ``tools/local_retrieval_server.py`` and
 The server does no leakage filtering and keeps no snippet store: those belong to each client's
 ToolBox (``tools.server_url``), so one server can serve many rollouts with different questions.
 
-Defences: a request body above ``tools.server_max_body_bytes`` gets 413 before it is read whole; a
-query or url that is not valid Unicode text (a lone surrogate) gets 422; at most ``MAX_QUERIES`` queries
-or urls per request. An empty or blank query gets an empty result list on ``/retrieve`` (200), as from
-ASearcher's own server (its client retries any other status 10 times 10 s apart, so a policy that writes
-``<search></search>`` would lose 100 s per call), and on OpenScholar's ``/search``; ``/scholar``, which
-only rubricforge's own client calls, answers it with 422. ``benchmarks/server_burst.py`` measures a burst of
-concurrent requests.
+Defences: a request body above ``tools.server_max_body_bytes`` gets 413 before it is read whole; a lone
+surrogate in a query or url (not valid Unicode text) becomes U+FFFD and the rest is searched (200: ASearcher's
+client retries any status but 200 10 times 10 s apart, so a 422 would stall it 100 s); at most ``MAX_QUERIES``
+queries or urls per request. An empty or blank query gets an empty result list on ``/retrieve`` (200), as from
+ASearcher's own server (a policy that writes ``<search></search>`` would otherwise lose those 100 s per call),
+and on OpenScholar's ``/search``; ``/scholar``, which only rubricforge's own client calls, answers it with 422.
+``benchmarks/server_burst.py`` measures a burst of concurrent requests.
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ from rubricforge.corpora.tools import MAX_FETCH, local_retrievers
 from rubricforge.errors import UserError
 from rubricforge.extras import needs
 from rubricforge.rundir import atomic_write_text
+from rubricforge.text import clean_text
 
 with needs("server"):
     from fastapi import FastAPI, HTTPException, Request
@@ -65,14 +66,10 @@ MAX_QUERIES = 512
 
 
 def _text(values: list[str], what: str, empty_ok: bool = False) -> list[str]:
-    for value in values:
-        if not empty_ok and not value.strip():
-            raise ValueError(f"every {what} must be non-empty")
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise ValueError(f"a {what} is not valid Unicode text (a lone surrogate)") from None
-    return values
+    """``values`` with lone surrogates made U+FFFD; a blank one is a ValueError unless ``empty_ok``."""
+    if not empty_ok and any(not value.strip() for value in values):
+        raise ValueError(f"every {what} must be non-empty")
+    return [clean_text(value) for value in values]
 
 
 class RetrieveRequest(BaseModel):
@@ -101,6 +98,11 @@ class OpenScholarRequest(BaseModel):
     query: str | list[str] = Field(max_length=MAX_QUERIES)
     n_docs: int = Field(1, ge=1, le=MAX_TOPK)
     domains: str = ""
+
+    @field_validator("query")
+    @classmethod
+    def _query(cls, v: str | list[str]) -> str | list[str]:
+        return clean_text(v) if isinstance(v, str) else _text(v, "query", empty_ok=True)
 
 
 class AccessRequest(BaseModel):

@@ -122,5 +122,6 @@ async def _race(judge: Judge, task: Mapping[str, Any], report: str, reference: s
         got = await race_score(judge, rubrics.query, report, reference, rubrics)
     else:
         got = await race_pointwise(judge, rubrics.query, report, rubrics)
-    metrics = {"race": got.value, **{f"race.{d}": v for d, v in got.dimensions.items()}}
+    dimensions = got.dimensions if got.value is not None else dict.fromkeys(scored_dimensions(rubrics))
+    metrics = {"race": got.value, **{f"race.{d}": v for d, v in dimensions.items()}}  # unscored: each dimension too
     return {"metrics": metrics, "mode": mode, "target": got.target, "reference": got.reference}

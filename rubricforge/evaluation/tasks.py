@@ -8,8 +8,9 @@ DeepResearch Bench's ``criteria.jsonl`` (its rows get ``race_rubrics``). A task'
 **Reports**: JSONL, one a line: DeepResearch Bench's ``{"id", "prompt", "article"}`` or rubricforge's
 ``{"id", "response"}`` (a string or chat messages, as ``reward score`` reads). A report in the agent's tag
 protocol is its ``<answer>`` (an unclosed one counts; none: the empty report); a report without any known tag
-is the text itself. A line that is not a JSON object, has no text, names no task, or repeats an id is skipped,
-counted and written to the rejects file.
+is the text itself. A line that is not a JSON object, has no text, names no task, repeats an id, or holds a
+report over :data:`MAX_REPORT_CHARS` characters (no judge reads it whole) is skipped, counted and written to the
+rejects file; a line of a task that ``--split`` / ``--limit`` left out is passed over without a word.
 
 **Scorers** per task (:func:`scorers_for`): ``exact`` for a row with an ``answer``, else ``race`` for a row
 with a RACE rubric, else ``rubric``; or the scorers asked for, each checked against the row's columns
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,12 +36,16 @@ SCORERS = ("race", "rubric", "exact", "equivalence", "citation", "format", "heal
 NEEDS = {"race": "race_rubrics", "rubric": "rubrics", "exact": "answer", "equivalence": "answer", "healthbench": "rubrics",
          "coverage": "rubrics"}
 REPORT_FIELDS = ("article", "response")  # DRB's, then rubricforge's
+# the longest report (or reference) sent to a judge: about 100,000 tokens, what a 128K-context judge can read with
+# its prompt and rubric; a longer one is refused (a rejects line), never sent whole nor cut
+MAX_REPORT_CHARS = 400_000
 
 
-def load_tasks(path: str | Path, split: str | None = None, limit: int | None = None) -> dict[str, dict[str, Any]]:
+def load_tasks(path: str | Path, split: str | None = None, limit: int | None = None,
+               outside: set[str] | None = None) -> dict[str, dict[str, Any]]:
     """The task rows by id (see the module docstring); ``split``: only rows whose ``split`` column is it;
-    ``limit``: the first ``limit`` of them."""
-    tasks = load_examples(path, adapt=to_rubricforge_rows)
+    ``limit``: the first ``limit`` of them; ``outside`` gets the ids of the rows they left out."""
+    tasks = everything = load_examples(path, adapt=to_rubricforge_rows)
     if not tasks:
         raise UserError(f"task set {path} is empty", "pass a dataset with at least one row")
     if split is not None:
@@ -49,7 +54,10 @@ def load_tasks(path: str | Path, split: str | None = None, limit: int | None = N
         if not tasks:
             raise UserError(f"task set {path} has no row of split '{split}'",
                             f"choose one of its splits ({', '.join(splits) or 'it has no split column'})")
-    return dict(list(tasks.items())[:limit])
+    chosen = dict(list(tasks.items())[:limit])
+    if outside is not None:
+        outside.update(tid for tid in everything if tid not in chosen)
+    return chosen
 
 
 def scorers_for(task: Mapping[str, Any], asked: Sequence[str] | None) -> tuple[str, ...]:
@@ -84,9 +92,10 @@ def digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-def load_reports(path: str | Path, tasks: Mapping[str, Any], rejects: Rejects) -> dict[str, str]:
-    """Report text by task id; bad lines go to ``rejects``. A UserError when the file is missing, is not
-    UTF-8, or matches no task at all."""
+def load_reports(path: str | Path, tasks: Mapping[str, Any], rejects: Rejects,
+                 outside: Collection[str] = ()) -> dict[str, str]:
+    """Report text by task id; bad lines go to ``rejects``, lines of the ``outside`` tasks (left out of the task
+    set by a split or limit) nowhere. A UserError when the file is missing, is not UTF-8, or matches no task."""
     path = Path(path)
     if not path.is_file():
         raise UserError(f"reports file {path} not found",
@@ -99,6 +108,8 @@ def load_reports(path: str | Path, tasks: Mapping[str, Any], rejects: Rejects) -
                 if not line.strip():
                     continue
                 why, tid, text = _report(line, tasks, out)
+                if why and tid in outside:
+                    continue
                 if why:
                     rejects.add(path, n, why, line.strip())
                 else:
@@ -130,4 +141,7 @@ def _report(line: str, tasks: Mapping[str, Any], seen: Mapping[str, str]) -> tup
         return f"id {tid!r} is not in the task set", tid, ""
     if tid in seen:
         return f"a second report for id {tid!r}", tid, ""
-    return "", tid, report_text(value)
+    text = report_text(value)
+    if len(text) > MAX_REPORT_CHARS:
+        return f"a report over {MAX_REPORT_CHARS:,} characters (no judge reads it whole)", tid, ""
+    return "", tid, text

@@ -1,12 +1,20 @@
 """What every job shares: the config resolved on the driver, how a job (or one of its tasks) ended, and
 one result type.
 
-A job's status is ``complete``, ``stopped: <why>``, ``failed: <why>`` or ``interrupted``; :func:`ending`
-writes it to the run directory's manifest, and the flows ask :func:`retryable` before retrying a task.
+A job's status is ``complete``, ``incomplete: <n> of <m> ...``, ``stopped: <why>``, ``failed: <why>`` or
+``interrupted``; :func:`ending` writes it to the run directory's manifest, and the flows ask :func:`retryable`
+before retrying a task.
 
-The one budget rule, the same for every job: when the LLM budget is spent the job stops starting work,
-keeps and exports (writes out) everything it finished, and ends ``stopped: <why>`` — not an error; the CLI
-then exits :data:`STOPPED_EXIT` — and the same command with a larger budget resumes where it stopped.
+The one ending rule, the same for every job (:func:`exit_code` maps a status to the CLI's exit code):
+
+* ``complete`` (exit 0) only when every item the job set out to score or build is done;
+* ``incomplete: <n> of <m> <items> ...`` (exit :data:`INCOMPLETE_EXIT`) when some are not — a judge left them
+  unscored, their calls failed, they could not be made: what is finished is kept and written out, and the
+  same command retries exactly the rest (the build's :class:`~rubricforge.errors.ItemsFailed` exits 1 too);
+* ``stopped: <why>`` (exit :data:`STOPPED_EXIT`) when the LLM budget is spent: the job stops starting work,
+  keeps and exports (writes out) everything it finished — not an error — and the same command with a larger
+  budget resumes where it stopped;
+* bad input or configuration: one line and exit 2, before any work where it can be seen then.
 """
 
 from __future__ import annotations
@@ -24,6 +32,21 @@ from rubricforge.errors import BudgetExceeded, ItemsFailed, UserError
 from rubricforge.rundir import RunDir
 
 STOPPED_EXIT = 3  # the CLI's exit code after a budget stop: not 0 (the output is partial), not a failure (1, 2)
+INCOMPLETE_EXIT = 1  # the CLI's exit code when items are not done (unscored, failed): re-run to retry them
+RETRY = "finished work is kept and written out: re-run the same command to retry them"
+
+
+def incomplete(undone: int, total: int, what: str) -> str:
+    """The status of a job that left ``undone`` of its ``total`` items not done, e.g. ``incomplete: 36 of 100
+    tasks unscored`` (``what``: the items and what they lack, "tasks unscored")."""
+    return f"incomplete: {undone} of {total} {what}"
+
+
+def exit_code(status: str) -> int:
+    """The CLI's exit code for a job's status (the one ending rule of this module)."""
+    if status.startswith("stopped"):
+        return STOPPED_EXIT
+    return 0 if status == "complete" else INCOMPLETE_EXIT
 
 
 @dataclass

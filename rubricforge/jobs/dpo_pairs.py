@@ -80,7 +80,8 @@ def build_pairs(cfg: Config, dataset: str | Path, rollouts: str | Path, out: str
         features = Features({"id": Value("string"), "prompt": List(Json()), "chosen": List(Json()),
                              "rejected": List(Json()), "chosen_reward": Value("float64"),
                              "rejected_reward": Value("float64")})
-        Dataset.from_list(rows, features=features).save_to_disk(str(out))
+        # from columns: from_list cannot type an empty list (no pair, e.g. after a budget stop) with these features
+        Dataset.from_dict({name: [r[name] for r in rows] for name in features}, features=features).save_to_disk(str(out))
         atomic_write_text(out / "pairs.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     except BaseException as exc:
         run.set_status(invocation, status_of(exc))

@@ -7,8 +7,11 @@ scored: ``{"key": <task id>, "id", "report_sha", "scorers", "scores": {scorer: {
 mean, std, min, max and the bootstrap 95 % CI; judge calls per task and tokens per stage), ``report.html``,
 ``manifest.json``, ``config.yaml`` and ``rejects.jsonl`` (report lines that were skipped). The same command
 again scores only tasks that are missing, whose report (or reference) changed, or that have an unscored
-metric (a judge that was down is asked again; the LLM cache answers what it already said). A run made with
-other settings (task set, reports, references, scorers, judge) is refused.
+metric (a judge that was down is asked again; the LLM cache answers what it already said, and never with an
+answer that was incomplete), and a task scored again replaces its record. A run made with other settings (task
+set, reports, references, scorers, judge) is refused. The run ends by the one ending rule
+(:mod:`rubricforge.jobs.base`): ``complete`` only when every reported task has every metric, else
+``incomplete: <n> of <m> tasks unscored`` (the CLI exits 1: re-run to retry them) or ``stopped: <why>``.
 
 With an agent (``rubricforge eval --agent``; :mod:`rubricforge.evaluation.agents`) the reports are made first:
 the agent answers each task that has no report yet in ``reports.jsonl`` (``{"key", "id", "response",
@@ -52,7 +55,8 @@ class EvalSummary:
     tasks: int  # in the task set
     reports: int  # tasks with a report
     missing: int  # tasks without one (not scored)
-    scored_now: int
+    scored_now: int  # tasks that got every metric in this invocation
+    scored: int  # tasks with every metric (this invocation or an earlier one)
     judge_model: str
     metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
     judge: dict[str, Any] = field(default_factory=dict)
@@ -64,10 +68,13 @@ class EvalSummary:
         a = self.agent
         agent = [f"agent {a['model']} ({a['episode']}): {a['made_now']} reports made now, {a['calls_per_task']:.1f} "
                  f"calls and {a['tool_calls_per_task']:.1f} tool calls per task"] if a else []
-        rejects = [f"skipped {self.rejects['total']} report lines: {self.rejects['file']}"] \
+        why = "; ".join(f"{n} {r}" for r, n in self.rejects.get("by_reason", {}).items())
+        rejects = [f"skipped {self.rejects['total']} report lines ({why}): {self.rejects['file']}"] \
             if self.rejects.get("total") else []
-        return [*agent, f"{self.status}: {self.reports} of {self.tasks} tasks have a report ({self.scored_now} scored "
-                        f"now); judge {self.judge_model}", *rejects, f"report: {self.report}"]
+        unscored = f", {self.reports - self.scored} unscored" if self.scored < self.reports else ""
+        missing = f", {self.missing} without a report" if self.missing else ""
+        return [*agent, f"{self.status.split(':', 1)[0]}: {self.scored} of {self.tasks} tasks scored ({self.scored_now} "
+                        f"now{unscored}{missing}); judge {self.judge_model}", *rejects, f"report: {self.report}"]
 
 
 def evaluate(cfg: Config, tasks_path: str | Path, reports_path: str | Path | None, run_dir: str | Path,
@@ -79,14 +86,15 @@ def evaluate(cfg: Config, tasks_path: str | Path, reports_path: str | Path | Non
     tasks) into ``run_dir`` (see the module docstring); ``announce`` hears the agent's budget line first;
     ``sampler`` loads a checkpoint agent (:class:`~rubricforge.evaluation.agents.Runner`). The payload:
     :class:`EvalSummary`."""
-    tasks = load_tasks(tasks_path, split, limit)
+    outside: set[str] = set()  # tasks the split / limit left out: their report lines are not rejects
+    tasks = load_tasks(tasks_path, split, limit, outside)
     run = RunDir(run_dir, PIPELINE)
     new_dirs = [d for d in (run.path, *run.path.parents) if not d.exists()]  # deepest first
     runner: Runner | None = None
     try:
         with Rejects(run / "rejects.jsonl") as rejects:
-            reports = load_reports(reports_path, tasks, rejects) if reports_path else dict.fromkeys(tasks, "")
-            refs = load_reports(references, tasks, rejects) if references else {}
+            reports = load_reports(reports_path, tasks, rejects, outside) if reports_path else dict.fromkeys(tasks, "")
+            refs = load_reports(references, tasks, rejects, outside) if references else {}
             names = {tid: scorers_for(tasks[tid], asked) for tid in reports}
             if any("citation" in n for n in names.values()):  # a missing corpus index is bad input: no run started
                 from rubricforge.corpora.index_store import CorpusIndex
@@ -123,11 +131,11 @@ def evaluate(cfg: Config, tasks_path: str | Path, reports_path: str | Path | Non
     scoring = asyncio.run(job.arun(list(reports), progress)).status
     status = scoring if status == "complete" else status  # a budget stop while the agent ran is the run's status
     per_task = {tid: log[tid]["metrics"] for tid in reports if tid in log}
-    scored_now = sum(1 for tid in pending if tid in log and log[tid]["report_sha"] == job.shas[tid])
+    scored = {tid for tid in reports if job.finished(log.get(tid))}
     metrics = stats.summarise(per_task, resamples, seed) | fact_summary((log[t] for t in per_task), resamples, seed)
     metrics |= scorers.healthbench_summary(metrics)
     summary = EvalSummary(str(run.path), status, len(tasks), len(reports), len(tasks) - len(reports),
-                          scored_now, judge_model, metrics,
+                          len(scored.intersection(pending)), len(scored), judge_model, metrics,
                           _judge_use(run, [log[t] for t in per_task]),
                           _agent_use(run, agent, made, made_now) if agent else {}, rejects.summary(), str(run / "report.html"))
     atomic_write_json(run / "summary.json", asdict(summary))
@@ -172,6 +180,7 @@ class _AgentJob(ItemJob[str]):
     The run's manifest is the scoring job's; this job adds its ledger to the run (``agent`` stage)."""
 
     stage = "agent"
+    undone_label = "tasks without a report (their agent call failed)"
 
     def __init__(self, cfg: Config, agent: AgentConfig, runner: Runner, run: RunDir, invocation: str,
                  tasks: dict[str, dict[str, Any]], log: StageLog[Any]):
@@ -213,6 +222,7 @@ class _EvalJob(ItemJob[str]):
 
     stage = "scoring"
     roles = ("judge",)
+    undone_label = "tasks unscored"
 
     def __init__(self, cfg: Config, run: RunDir, run_settings: dict[str, Any], tasks: dict[str, dict[str, Any]],
                  reports: dict[str, str], refs: dict[str, str], names: dict[str, tuple[str, ...]], log: StageLog[Any]):
@@ -239,7 +249,8 @@ class _EvalJob(ItemJob[str]):
         return {"settings": self.run_settings}
 
     def counts(self, stats: ItemStats) -> dict[str, Any]:
-        return {"tasks": len(self.tasks), "reports": len(self.reports), "scored": sum(1 for t in self.reports if t in self.log)}
+        return {"tasks": len(self.tasks), "reports": len(self.reports),
+                "scored": sum(1 for t in self.reports if self.finished(self.log.get(t)))}
 
     def open(self, client: LLMClient) -> None:
         self.client = client
@@ -297,6 +308,13 @@ def _records(path: str | Path) -> dict[str, dict[str, Any]]:
         raise UserError(f"{path} is not an evaluation run directory (no tasks.jsonl / manifest)",
                         "pass folders written by `rubricforge eval --reports ... --run-dir ...`")
     log: StageLog[Any] = run.log(LOG)
+    fix = "pass folders written by `rubricforge eval`, or re-run it into this one to rewrite its tasks.jsonl"
+    if not len(log):
+        raise UserError(f"{run / f'{LOG}.jsonl'} holds no task record (it is empty or not JSON lines)", fix)
+    for key in log.keys():
+        metrics = log[key].get("metrics")
+        if not isinstance(metrics, dict) or not all(v is None or isinstance(v, (int, float)) for v in metrics.values()):
+            raise UserError(f"{run / f'{LOG}.jsonl'} record {key!r} has no 'metrics' object of numbers", fix)
     return {k: log[k] for k in log.keys()}
 
 
@@ -308,7 +326,7 @@ def scoring(path: str | Path, records: dict[str, dict[str, Any]]) -> dict[str, A
     judged = any(n not in JUDGE_FREE for n in names)
     return {"scorers": names, "judge": settings.get("judge") if judged else None,
             "judge mode": settings.get("judge_mode") if "rubric" in names else None,
-            "RACE mode": sorted({r["scores"]["race"].get("mode") for r in records.values() if "race" in r["scores"]})}
+            "RACE mode": sorted({r["scores"]["race"].get("mode") for r in records.values() if "race" in r.get("scores", {})})}
 
 
 def compare(run_a: str | Path, run_b: str | Path, out: str | Path | None = None, resamples: int = stats.RESAMPLES,

@@ -6,10 +6,13 @@ record in the job's keyed :class:`~rubricforge.rundir.StageLog`, refuses to mix 
 settings with new ones (a UserError, exit 2), runs the rest at most ``concurrency`` at a time under one
 LLM client and one progress bar, appends each item's record as soon as it is made (an item whose
 ``process`` raised is not recorded, so a re-run does it again), cancels the rest when one item raises,
-stops on a spent LLM budget with what is finished kept (the one budget rule, :mod:`rubricforge.jobs.base`:
-its stats say ``stopped: <why>`` and the job writes its output as usual), and closes the client however
-it ended. Before any of that it runs the preflight of the LLM ``roles`` it calls
-(:func:`~rubricforge.llm.check.preflight`: keys, models, servers). A job given a
+stops on a spent LLM budget with what is finished kept, and closes the client however it ended. Its stats
+carry the job's status by the one ending rule (:mod:`rubricforge.jobs.base`): ``stopped: <why>`` after a budget
+stop, ``incomplete: <n> of <m> ...`` when items are left without a finished record (unscored, failed; the job
+writes its output as usual and the CLI exits non-zero), else ``complete``. An item done again replaces its
+record: the log holds one line per item after the run (:meth:`~rubricforge.rundir.StageLog.compact`). Before
+any of that it runs the preflight of the LLM ``roles`` it calls (:func:`~rubricforge.llm.check.preflight`: keys,
+models, servers). A job given a
 :class:`~rubricforge.rundir.RunDir` (``run``) also gets its manifest there: ``config.yaml`` (``cfg``), the
 invocation with its status (``running``, then how it ended), :meth:`ItemJob.manifest_fields` (settings,
 models, provenance), the item counts and the invocation's LLM ledger (``ledgers/``).
@@ -24,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from rubricforge.errors import UserError
-from rubricforge.jobs.base import ending
+from rubricforge.jobs.base import ending, incomplete
 from rubricforge.rundir import RunDir, StageBar, StageLog, atomic_write_json, now, read_json
 
 if TYPE_CHECKING:
@@ -38,8 +41,9 @@ T = TypeVar("T")
 class ItemStats:
     items: int  # distinct items asked for
     done_before: int  # finished by an earlier run (read back, not redone)
-    done_now: int  # finished by this run (its items that returned a record)
-    status: str = "complete"  # or "stopped: <why>" after a budget stop
+    done_now: int  # finished by this run (its items whose new record is finished: scored, not just attempted)
+    status: str = "complete"  # or "stopped: <why>" after a budget stop, "incomplete: ..." with items undone
+    undone: int = 0  # items without a finished record after the run (unscored, failed, not reached)
 
 
 class ItemJob(Generic[T]):
@@ -50,6 +54,7 @@ to build on the job's client before the first item and release after the last.""
 
     stage = "items"
     roles: tuple[str, ...] = ()  # the LLM roles process() calls: checked before any work
+    undone_label = "items not done (unscored or failed)"  # the status's words for items left without a finished record
 
     def __init__(self, log: StageLog[Any], llm: LLMConfig, concurrency: int | None = None, run: RunDir | None = None,
                  cfg: Config | None = None):
@@ -81,6 +86,10 @@ to build on the job's client before the first item and release after the last.""
     def counts(self, stats: ItemStats) -> dict[str, Any]:
         """The manifest's counts after a run (default: the item stats)."""
         return {"items": stats.items, "done_before": stats.done_before, "done_now": stats.done_now}
+
+    def incomplete(self, undone: list[str], total: int) -> str:
+        """The status after a run that left the keys ``undone`` (of ``total``) without a finished record."""
+        return incomplete(len(undone), total, self.undone_label)
 
     def open(self, client: LLMClient) -> None:
         """Build what :meth:`process` needs from the job's client (called once, before the first item)."""
@@ -129,7 +138,8 @@ to build on the job's client before the first item and release after the last.""
                 record = await self.process(item)
             if record is not None:
                 self.log.append(self.key(item), record)
-                done.append(item)
+                if self.finished(self.log.get(self.key(item))):
+                    done.append(item)
             advance(1)
 
         groups: dict[str, list[T]] = {}
@@ -160,8 +170,11 @@ to build on the job's client before the first item and release after the last.""
             finally:
                 if self.run is not None:
                     atomic_write_json(self.run.ledger_path(self.invocation, "main"), {"ledger": client.ledger.summary()})
+                self.log.compact()
                 await client.aclose()
-        stats = ItemStats(len(keys), len(keys) - len(todo), len(done), outcome.status)
+        undone = [key for key in keys if not self.finished(self.log.get(key))]
+        status = self.incomplete(undone, len(keys)) if outcome.status == "complete" and undone else outcome.status
+        stats = ItemStats(len(keys), len(keys) - len(todo), len(done), status, len(undone))
         if self.run is not None:
             self.run.write_manifest(self.invocation, self.started, stats.status, fields, self.counts(stats))
         return stats

@@ -12,8 +12,10 @@ calls and tokens per mode. Unscored points are left out and counted.
 The run directory (``pipeline: judge-audit``) holds ``verdicts.jsonl`` — one record per (mode, report), appended as
 soon as it is judged: ``{"key": "<mode>:<id>", "id", "mode", "scores": [0–4 or null per point], "calls"}`` — then
 ``summary.json``, ``manifest.json`` (with the judge's ledger: tokens per stage, ``rubric`` = per-call, ``rubric_batched``
-= batched) and ``config.yaml``. The same command again judges only what is missing or has an unscored point; a run
-made with another labels file or judge is refused.
+= batched) and ``config.yaml``. The same command again judges only what is missing or has an unscored point (a
+record judged again replaces the old one); a run made with another labels file or judge is refused. By the one
+ending rule (:mod:`rubricforge.jobs.base`) it is ``complete`` only when every point has a score in both modes, else
+``incomplete: <n> of <m> points unscored`` (the CLI exits 1: re-run to retry them) or ``stopped: <why>``.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from rubricforge.config import Config
 from rubricforge.evaluation.labels import LabelledReport, load_labels
 from rubricforge.evaluation.stats import balanced_accuracy
-from rubricforge.jobs.base import JobResult, job_result
+from rubricforge.jobs.base import JobResult, incomplete, job_result
 from rubricforge.jobs.items import ItemJob, ItemStats
 from rubricforge.rundir import RunDir, StageLog, atomic_write_json
 
@@ -56,12 +58,12 @@ class JudgeAuditSummary:
     delta: dict[str, Any] = field(default_factory=dict)  # batched − per_criterion balanced accuracies
 
     def lines(self) -> list[str]:
-        calls = [f"{mode}: {m['calls']} judge calls ({m['calls_per_report']:.1f} per report), "
-                 f"{m['tokens']['prompt_tokens']} prompt + {m['tokens']['completion_tokens']} completion tokens "
-                 f"(uncached requests: {m['tokens']['requests']}), unscored points: {m['overall']['unscored']}"
+        calls = [f"{mode}: {m['overall']['n']} of {self.points} points scored, {m['calls']} judge calls "
+                 f"({m['calls_per_report']:.1f} per report), {m['tokens']['prompt_tokens']} prompt + "
+                 f"{m['tokens']['completion_tokens']} completion tokens (uncached requests: {m['tokens']['requests']})"
                  for mode, m in self.modes.items()]
-        return [*calls, f"{self.status}: {self.reports} reports, {self.points} points, judge {self.judge_model} "
-                        f"(covered = score >= {self.covered_at}) -> {self.run_dir}/summary.json"]
+        return [*calls, f"{self.status.split(':', 1)[0]}: {self.reports} reports, {self.points} points, judge "
+                        f"{self.judge_model} (covered = score >= {self.covered_at}) -> {self.run_dir}/summary.json"]
 
 
 def audit_judge(cfg: Config, labels_path: str | Path, run_dir: str | Path, covered_at: int = COVERED_AT,
@@ -158,6 +160,15 @@ class _AuditJob(ItemJob[tuple[str, str]]):
 
     def counts(self, stats: ItemStats) -> dict[str, Any]:
         return {"reports": len(self.reports), "points": sum(len(r.points) for r in self.reports.values())}
+
+    def incomplete(self, undone: list[str], total: int) -> str:
+        """Counted in points (over both modes), not in (mode, report) items."""
+        def unscored(key: str) -> int:
+            record, points = self.log.get(key), self.reports[key.split(":", 1)[1]].points
+            return len(points) if record is None else sum(s is None for s in record["scores"])
+
+        points = sum(len(r.points) for r in self.reports.values()) * len(MODES)
+        return incomplete(sum(map(unscored, undone)), points, "points unscored (both modes)")
 
     def open(self, client: LLMClient) -> None:
         self.client = client

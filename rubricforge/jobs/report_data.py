@@ -173,6 +173,7 @@ class _ReportJob(ItemJob[tuple[str, str, str]]):
     is not finished: a re-run tries it again."""
 
     stage = "report data"
+    undone_label = "rows not made (see failed)"
     roles = ("generator",)
 
     def __init__(self, cfg: Config, given: dict[str, RaceRubrics], log: StageLog, mams: MamsConfig,

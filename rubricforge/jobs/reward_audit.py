@@ -49,6 +49,7 @@ class _AuditJob(ItemJob[Response]):
     """One response per item, keyed ``<id>#<line>``; its record is :func:`audit_response`'s."""
 
     stage = "auditing"
+    undone_label = "responses not audited"
 
     def __init__(self, cfg: Config, examples: dict[str, dict[str, Any]], repeats: int, second_role: str, run: RunDir):
         self.models = {"judge": cfg.llm.role("judge").model,  # an unknown role: a UserError before any file

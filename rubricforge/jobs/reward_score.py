@@ -3,13 +3,14 @@
 Each scored response is appended at once to the output JSONL (``{"key": "<id>#<line>", "id", "line",
 "rewards": {name: {"value", ...details}}}``), so an interrupted run keeps what it finished; the same
 command then scores only responses that are missing, or that have an unscored reward (a judge that was
-down is asked again; the LLM cache answers everything it already said). The summary (mean, min, max,
+down is asked again; the LLM cache answers everything it already said), each replacing its old record. The
+summary (mean, min, max,
 scored and unscored per reward, judge calls, status) goes to ``<out>.summary.json``; the run's record
 (``manifest.json`` with the rewards, inputs, judge model, counts and LLM ledger; ``config.yaml``) to the run
 directory ``<out>.run/`` (:class:`~rubricforge.rundir.RunDir`). A responses file of
-which no line names a dataset example is a UserError; a run in which no reward could be computed at all
-(every judge call failed) raises RunFailed after writing the summary, so a script sees a non-zero exit.
-A budget stop ends it ``stopped: <why>`` with the summary of what is scored (:mod:`rubricforge.jobs.base`).
+which no line names a dataset example is a UserError. By the one ending rule (:mod:`rubricforge.jobs.base`) a run
+with a response left unscored ends ``incomplete: <n> of <m> responses unscored`` (the CLI exits 1: re-run to retry
+them) and a budget stop ``stopped: <why>``, each with the summary of what is scored.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rubricforge.config import Config
-from rubricforge.errors import RunFailed, UserError
+from rubricforge.errors import UserError
 from rubricforge.corpora.rejects import Rejects
 from rubricforge.export.convert import to_rubricforge_rows
 from rubricforge.jobs.base import JobResult, job_result
@@ -90,9 +91,6 @@ def score_responses(cfg: Config, dataset: str | Path, responses: str | Path, nam
                            job.judge_counts(), untagged, stats.status)
     summary_path = log.path.with_name(f"{log.path.stem}.summary.json")
     atomic_write_json(summary_path, vars(summary))
-    if summary.status == "complete" and not any(s["scored"] for s in summary.rewards.values()):
-        raise RunFailed(f"no reward could be computed for any of the {len(todo)} responses (every judge call "
-                        f"failed?): see {summary_path}; re-run the same command to retry them")
     return job_result(summary, summary.out, run)
 
 
@@ -101,6 +99,7 @@ class _ScoreJob(ItemJob[Response]):
 
     stage = "scoring"
     roles = ("judge",)
+    undone_label = "responses unscored"
 
     def __init__(self, cfg: Config, examples: dict[str, dict[str, Any]], names: tuple[str, ...], log: StageLog[Any],
                  run: RunDir):

@@ -209,6 +209,7 @@ class _EvalJob(ItemJob[tuple[str, PreferencePair]]):
     rubric is counted missing and not recorded."""
 
     stage = "scoring"
+    undone_label = "pairs unscored"
     roles = ("judge",)
 
     def __init__(self, cfg: Config, pairs: list[PreferencePair], sources: list[str], rubric_log: StageLog,

@@ -75,6 +75,7 @@ class _GenerateJob(ItemJob[str]):
     are never reused for this one (they stay in the log, for a re-run with that model)."""
 
     stage = "rubrics"
+    undone_label = "questions without a rubric (unreadable answers)"
     roles = ("generator",)
 
     def __init__(self, log: StageLog[Any], cfg: Config, run: RunDir, paths: dict[str, str]):

@@ -3,10 +3,12 @@
 ``generate`` resolves the role, looks the request up in the cache, sends it through the role's backend
 within the role's concurrency limit and the model's rate limits (retrying timeouts, 429 and 5xx with exponential backoff
 and jitter), validates structured output and re-prompts with the validation error, and books tokens and
-cost in the ledger. A request that still fails returns ``ok=False`` with the error and the raw text
-(``transient=True`` when the provider never answered: the work that needed it is not finished, see
-:func:`transient_failures`); only configuration mistakes (UserError) and an exhausted budget
-(BudgetExceeded) raise. Answers are cleaned of lone surrogates and error text of secrets
+cost in the ledger. The budget (``llm.max_tokens``, ``llm.max_cost_usd``) is a ceiling: each request reserves its
+bound in the ledger, inside its concurrency slot and before it is sent, and waits while the spend plus the
+reservations in flight reach the cap (:meth:`~rubricforge.llm.ledger.Ledger.reserve`). A request that still fails
+returns ``ok=False`` with the error and the raw text (``transient=True`` when the provider never answered: the
+work that needed it is not finished, see :func:`transient_failures`); only configuration mistakes (UserError) and
+an exhausted budget (BudgetExceeded) raise. Answers are cleaned of lone surrogates and error text of secrets
 (:mod:`.hygiene`) before anything stores them.
 """
 
@@ -17,7 +19,7 @@ import contextlib
 import json
 import random
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -32,6 +34,7 @@ from rubricforge.llm.errors import GaveUp, RequestFailed, TransientError, Unavai
 from rubricforge.llm.hygiene import clean_text, scrub, secret_values
 from rubricforge.llm.ledger import Ledger
 from rubricforge.llm.limits import LimitRegistry
+from rubricforge.llm.pricing import CHARS_PER_TOKEN, price
 from rubricforge.llm.recording import Recorder
 from rubricforge.llm.request import Completion, Request, build_request
 
@@ -103,10 +106,16 @@ def _resample(request: Request) -> Request:
     return replace(request, seed=(request.seed or 0) + n, temperature=request.temperature or RESAMPLE_TEMPERATURE)
 
 
-def _check(text: str, output: type[BaseModel] | None) -> tuple[Any, str | None]:
+Check = Callable[[Any], "str | None"]  # a caller's test of a valid answer: None when usable, else why not
+
+
+def _check(text: str, output: type[BaseModel] | None, check: Check | None = None) -> tuple[Any, str | None]:
     if output is None:
         return None, (None if text.strip() else "the model returned an empty answer")
-    return structured.parse(text, output)
+    value, error = structured.parse(text, output)
+    if error is None and check is not None and (error := check(value)) is not None:
+        value = None
+    return value, error
 
 
 def _smallest_rates(roles: list[RoleConfig], model: str, api_base: str | None) -> tuple[int | None, int | None]:
@@ -116,7 +125,11 @@ def _smallest_rates(roles: list[RoleConfig], model: str, api_base: str | None) -
 
 
 def _estimate_tokens(request: Request) -> int:
-    return len(json.dumps(request.messages, ensure_ascii=False)) // 4 + request.max_tokens
+    """A request's bound in tokens: its prompt estimated from characters, plus its ``max_tokens``."""
+    return len(json.dumps(request.messages, ensure_ascii=False)) // CHARS_PER_TOKEN + request.max_tokens
+
+
+RESERVE_POLL_S = 0.01  # how often a request held back by the budget looks again (the first wait; doubles to 0.1 s)
 
 
 class LLMClient:
@@ -158,14 +171,18 @@ class LLMClient:
 
     async def generate(self, role: str, messages: list[dict[str, Any]], output: type[BaseModel] | None = None,
                        stage: str = "default", temperature: float | None = None,
-                       max_tokens: int | None = None, seed: int | None = None) -> LLMResult:
-        """``seed`` overrides the role's seed for this call (independent samples of one prompt, e.g. votes)."""
+                       max_tokens: int | None = None, seed: int | None = None,
+                       check: Check | None = None) -> LLMResult:
+        """``seed`` overrides the role's seed for this call (independent samples of one prompt, e.g. votes).
+        ``check(value)``: what the schema cannot say (e.g. a judge's answer covers every criterion asked); an
+        answer it refuses is invalid like one that breaks the schema: re-prompted with its reason (up to
+        ``structured_retries`` times), never cached, and a cached one it refuses is asked for again."""
         role_cfg = self.cfg.role(role)
         backend = await self._backend(role, role_cfg)
         first = build_request(role, role_cfg, messages, output, stage, temperature, max_tokens, seed)
         cache = self.cache if backend.name != "replay" else None  # replay answers from its recording only
         if cache is not None and (hit := cache.get(first)) is not None:
-            value, error = _check(hit.text, output)
+            value, error = _check(hit.text, output, check)
             if error is None:
                 if self.recorder:
                     self.recorder.append(first, hit)
@@ -185,7 +202,7 @@ class LLMClient:
                          ("completion_tokens", completion.completion_tokens), ("cost_usd", completion.cost_usd)):
                 result.usage[k] += v
             result.text = completion.text
-            result.value, result.error = _check(completion.text, output)
+            result.value, result.error = _check(completion.text, output, check)
             if result.error is None:
                 result.ok = True
                 if cache is not None:
@@ -209,10 +226,12 @@ class LLMClient:
         rpm, tpm = self._rates[(request.model, request.api_base)]
         limits = self._limits.get(request.role, request.model, request.api_base, role_cfg.concurrency, rpm, tpm)
         estimate = _estimate_tokens(request)
+        bound_usd = self._bound_usd(role_cfg, request, estimate)
         for attempt in range(role_cfg.max_retries + 1):
             self.ledger.check_budget()
             async with limits.slots.hold():
                 await limits.admit(estimate)
+                await self._reserve(estimate, bound_usd)
                 try:
                     completion = await backend.complete(request, role_cfg)
                 except TransientError as exc:
@@ -226,10 +245,26 @@ class LLMClient:
                     if self.recorder:
                         self.recorder.append(request, completion)
                     return completion
+                finally:
+                    self.ledger.release(estimate, bound_usd)
             if attempt < role_cfg.max_retries:
                 pause = min(MAX_BACKOFF_S, role_cfg.backoff_s * 2 ** attempt) * random.uniform(0.5, 1.0)
                 await asyncio.sleep(max(pause, min(error.retry_after or 0.0, MAX_BACKOFF_S)))
         raise GaveUp(f"{error} (gave up after {role_cfg.max_retries + 1} attempts)")
+
+    def _bound_usd(self, role_cfg: RoleConfig, request: Request, tokens: int) -> float:
+        """The most a request can cost (its bound in tokens at the model's prices; 0 for an unpriced model)."""
+        if self.ledger.max_cost_usd is None or (prices := price(role_cfg)) is None:
+            return 0.0
+        return (tokens - request.max_tokens) * prices[0] + request.max_tokens * prices[1]
+
+    async def _reserve(self, tokens: int, usd: float) -> None:
+        """Book the request's bound in the ledger, waiting while the requests in flight hold the rest of the
+        budget (BudgetExceeded once it is spent)."""
+        pause = RESERVE_POLL_S
+        while not self.ledger.reserve(tokens, usd):
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.1)
 
     async def aclose(self) -> None:
         for backend in list(self._backends.values()):

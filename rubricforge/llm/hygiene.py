@@ -14,6 +14,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from rubricforge.text import clean_text as clean_text  # the one implementation, shared with the retrieval server
+
 REDACTED = "[redacted]"
 MIN_SECRET_CHARS = 8  # shorter values (e.g. "no-key", "1") are not treated as secrets
 _KEY_VARS = re.compile(r"(_API_KEY|_KEY|_TOKEN|_SECRET)$")
@@ -46,15 +48,6 @@ def _keep_separator(match: str) -> str:
         return sep.group(0) + REDACTED
     word = re.match(r"(?i)(bearer|basic|token)\s+", match)
     return (word.group(0) if word else "") + REDACTED
-
-
-def clean_text(text: str) -> str:
-    """``text`` with lone surrogates replaced by U+FFFD (valid surrogate pairs become their character)."""
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 def clean_value(value: Any) -> Any:

@@ -4,7 +4,10 @@ of one folder, and the rule that a judge that fails is *unscored* (None), never 
 A prompt ``name`` is ``<name>.user.md`` plus, when present, ``<name>.system.md`` in the judge's folder
 (:meth:`~rubricforge.prompt_files.PromptFiles.messages`). Every call goes through
 :class:`~rubricforge.llm.LLMClient`, so it is cached (re-scoring the same rollout is free and identical),
-retried, re-prompted on unreadable output and rate-limited. :class:`Judge` counts calls and unscored
+retried, re-prompted on unreadable output and rate-limited. A ``check`` refuses a valid answer that is not
+complete (a criterion left out): it is resampled like an unreadable one — re-prompted with what is missing, at
+most the role's ``structured_retries`` times, never cached and never replayed from the cache — and stays
+unscored when every attempt falls short. :class:`Judge` counts calls and unscored
 answers per stage so reports and trainers can say how much was left unscored.
 """
 
@@ -14,6 +17,7 @@ import logging
 import re
 import threading
 from collections import Counter
+from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 from pydantic import BaseModel
@@ -72,13 +76,15 @@ class Judge:
         return self.client.model_name(self.role)
 
     async def ask(self, prompt: str, output: type[T], *, stage: str, seed: int | None = None,
-                  **variables: object) -> T | None:
-        return await self.ask_messages(self.prompts.messages(prompt, **variables), output, stage=stage, seed=seed)
+                  check: Callable[[T], str | None] | None = None, **variables: object) -> T | None:
+        """``check(answer)``: None when a valid answer is complete, else what it lacks (see the module docstring)."""
+        return await self.ask_messages(self.prompts.messages(prompt, **variables), output, stage=stage, seed=seed,
+                                       check=check)
 
     async def ask_messages(self, messages: list[dict[str, str]], output: type[T], *, stage: str,
-                           seed: int | None = None) -> T | None:
+                           seed: int | None = None, check: Callable[[T], str | None] | None = None) -> T | None:
         """:meth:`ask` with the messages given (a multi-turn judge, e.g. one that searches between turns)."""
-        result = await self.client.generate(self.role, messages, output=output, stage=stage, seed=seed)
+        result = await self.client.generate(self.role, messages, output=output, stage=stage, seed=seed, check=check)
         with self._lock:
             self.calls[stage] += 1
             if not result.ok:

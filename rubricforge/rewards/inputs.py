@@ -73,12 +73,23 @@ def read_rows(path: str | Path) -> Iterator[Any]:
         raise UserError(f"dataset {path} not found", "pass the dataset folder written by `rubricforge build`")
     if path.suffix == ".parquet":
         with needs("data"):
+            import pyarrow as pa
             import pyarrow.parquet as pq
 
-        yield from pq.read_table(path).to_pylist()
+        try:
+            table = pq.read_table(path)
+        except pa.ArrowException as exc:
+            raise UserError(f"{path} is not a readable parquet file ({str(exc).splitlines()[0][:200]})",
+                            "pass a parquet file, or a .jsonl file of one row a line") from None
+        yield from table.to_pylist()
         return
-    with path.open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
+    with path.open("rb") as fh:
+        for n, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise UserError(f"{path} is not UTF-8 text (line {n})",
+                                "pass a dataset folder, a .parquet file or a .jsonl file saved as UTF-8") from None
             if line.strip():
                 try:
                     yield json.loads(line)

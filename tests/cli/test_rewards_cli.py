@@ -59,7 +59,7 @@ def test_unscored_responses_are_retried_by_the_next_run(tmp_path, files):
     with FakeOpenAI([Reply(status=503)]) as down:
         proc = cli("reward", "score", "-d", str(dataset), "-r", str(responses), "-c",
                    _config(tmp_path, down, max_retries=0), "-q", "--rewards", "rubric")
-    assert proc.returncode == 0
+    assert proc.returncode == 1 and "incomplete: 1 of 2 responses unscored" in proc.stderr  # re-run to retry it
     first = json.loads((tmp_path / "responses.scores.summary.json").read_text())
     assert first["rewards"]["rubric"]["unscored"] == 1 and first["rewards"]["rubric"]["scored"] == 1
     with FakeOpenAI(stages=SCRIPTED_JUDGE) as up:
@@ -83,7 +83,7 @@ def test_scoring_nothing_is_not_a_success(tmp_path, files):
         proc = cli("reward", "score", "-d", str(dataset), "-r", str(answered), "-c",
                    _config(tmp_path, down, max_retries=0), "-q", "--rewards", "rubric")
     assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1].startswith(
-        "failed: no reward could be computed for any of the 1 responses")
+        "incomplete: 1 of 1 responses unscored; finished work is kept and written out: re-run the same command")
     assert json.loads((tmp_path / "answered.scores.summary.json").read_text())["rewards"]["rubric"]["unscored"] == 1
 
 

@@ -1,6 +1,6 @@
-"""``corpus serve`` defends itself: 413 above the configured body size, 422 for lone-surrogate queries
-(and blank ones on /scholar), 200 with nothing found for a blank query on the peers' routes, and a burst
-of 500 concurrent loopback requests is answered in full."""
+"""``corpus serve`` defends itself: 413 above the configured body size, lone-surrogate queries searched as U+FFFD
+(200: never a stall of ASearcher's retrying client), 422 for blank ones on /scholar, 200 with nothing found for a
+blank query on the peers' routes, and a burst of 500 concurrent loopback requests is answered in full."""
 
 from __future__ import annotations
 
@@ -39,12 +39,30 @@ def test_bodies_above_the_limit_get_413(small_index_cfg):
     assert streamed.status_code == 413 and "tools.server_max_body_bytes" in streamed.text
 
 
-@pytest.mark.parametrize(("path", "body"), [("/retrieve", LONE_SURROGATE), ("/scholar", b'{"queries": [""]}'),
-                                            ("/scholar", b'{"queries": ["  "]}'), ("/access", b'{"urls": ["\\udfff"]}')],
-                         ids=["surrogate", "scholar-empty", "scholar-blank", "url-surrogate"])
-def test_surrogate_or_blank_scholar_queries_get_422(small_index_cfg, path, body):
-    resp = _ask(create_app(small_index_cfg), "POST", path, content=body, headers={"content-type": "application/json"})
+@pytest.mark.parametrize("body", [b'{"queries": [""]}', b'{"queries": ["  "]}'], ids=["empty", "blank"])
+def test_blank_scholar_queries_get_422(small_index_cfg, body):
+    resp = _ask(create_app(small_index_cfg), "POST", "/scholar", content=body,
+                headers={"content-type": "application/json"})
     assert resp.status_code == 422
+
+
+def test_a_lone_surrogate_is_searched_as_u_fffd_not_refused(small_index_cfg):
+    """ASearcher's client retries any answer but 200 ten times, 10 s apart: a query or url holding a lone surrogate
+    gets 200 (the surrogate made U+FFFD, the rest searched), on every route, and the answer is valid UTF-8 JSON."""
+    app = create_app(small_index_cfg)
+    plain = _ask(app, "POST", "/retrieve", json={"queries": ["bees \ufffd dance"]})  # as LONE_SURROGATE: no topk
+    json_type = {"content-type": "application/json"}
+    for path, body in (("/retrieve", LONE_SURROGATE), ("/scholar", LONE_SURROGATE),
+                       ("/search", b'{"query": "bees \\ud800 dance", "n_docs": 3}'),
+                       ("/access", b'{"urls": ["\\udfff"]}')):
+        resp = _ask(app, "POST", path, content=body, headers=json_type)
+        if path == "/scholar" and resp.status_code == 404:  # no scholar index on this server
+            continue
+        assert resp.status_code == 200, (path, resp.text)
+        resp.content.decode("utf-8")
+    retrieved = _ask(app, "POST", "/retrieve", content=LONE_SURROGATE, headers=json_type).json()
+    assert retrieved == plain.json() and retrieved["result"][0]
+    assert _ask(app, "POST", "/access", content=b'{"urls": ["\\udfff"]}', headers=json_type).json() == {"result": [None]}
 
 
 @pytest.mark.parametrize("query", ["", "  \n"], ids=["empty", "blank"])

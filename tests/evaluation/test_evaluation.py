@@ -498,7 +498,7 @@ def test_cli_scores_and_compares(tmp_path):
         proc_b = cli("eval", "-t", str(DRB_TASKS), "-r", str(DRB_REPORTS), "--run-dir", str(tmp_path / "b"), "-c",
                      config, "-q", "--resamples", "500")
     assert proc_b.returncode == 0, proc_b.stderr
-    assert "race.insight" in proc.stderr and "3 of 4 tasks have a report (3 scored now)" in proc.stderr
+    assert "race.insight" in proc.stderr and "complete: 3 of 4 tasks scored (3 now, 1 without a report)" in proc.stderr
     assert f"report: {tmp_path / 'a' / 'report.html'}" in proc.stderr
     cmp = cli("eval", "compare", str(tmp_path / "a"), str(tmp_path / "b"))
     assert cmp.returncode == 0, cmp.stderr
@@ -622,6 +622,8 @@ def test_agent_reports_are_made_once_scored_and_a_failed_one_is_made_by_the_next
                          split="test").summary
     assert after_first == 3  # two agent calls (one failed, not retried), one judge call
     assert (first.tasks, first.reports, first.missing, first.agent["made_now"]) == (2, 1, 1, 1)
+    assert first.status == "incomplete: 1 of 2 tasks without a report (their agent call failed)"  # exit 1
+    assert second.status == third.status == "complete"
     assert heard[0].startswith("budget for 2 tasks: agent openai/fake-model ~2 calls, ~") and "judge openai/fake-" \
         "model ~2 calls" in heard[0] and "no price known" in heard[0]
     assert after_second == 5 and second.agent["made_now"] == 1 and second.scored_now == 1  # only the missing task

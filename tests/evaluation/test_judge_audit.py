@@ -103,7 +103,7 @@ def test_cli_prints_the_table_and_refuses_another_judge_in_the_same_run(tmp_path
         out = CliRunner().invoke(app, args)
         assert out.exit_code == 0, out.output
         assert "category mean" in out.output and "0.688" in out.output and "-0.188" in out.output
-        assert "per_criterion: 12 judge calls (4.0 per report)" in out.output
+        assert "per_criterion: 12 of 12 points scored, 12 judge calls (4.0 per report)" in out.output
         with pytest.raises(UserError, match="holds records made with other settings"):
             audit_judge(Config.model_validate({"llm": litellm_llm_config(tmp_path, server, model="openai/other")}),
                         LABELS, tmp_path / "run", progress=False)

@@ -225,8 +225,9 @@ def test_unconvertible_records_are_skipped_counted_and_written(tmp_path):
     assert len((tmp_path / "out.jsonl").read_text().splitlines()) == 2
     src2 = tmp_path / "hb.jsonl"
     src2.write_text(json.dumps(multi) + "\n")
-    _, rej = convert_file(src2, tmp_path / "hb_out.jsonl", "rubricforge")
-    assert rej["by_reason"] == {"2 user turns (a rubricforge example is one question)": 1}
+    with pytest.raises(UserError, match="nothing converted from .*all 1 records were rejected .*2 user turns"):
+        convert_file(src2, tmp_path / "hb_out.jsonl", "rubricforge")  # no row: an error, no empty output
+    assert not (tmp_path / "hb_out.jsonl").exists() and (tmp_path / "hb_out.rejects.jsonl").is_file()
 
 
 def test_unknown_formats_are_user_errors(tmp_path):
@@ -247,11 +248,12 @@ def test_score_input_rows_are_converted_or_named(tmp_path):
 
 
 def test_cli_convert_reports_counts_and_rejects(tmp_path):
-    proc = cli("convert", str(DRB), str(tmp_path / "rqa.jsonl"), "--to", "researchqa")
+    proc = cli("convert", str(DRB), str(tmp_path / "rdrb.jsonl"), "--to", "rubricforge")
     assert proc.returncode == 0, proc.stderr
-    assert "converted 0 of 4 records drb -> researchqa" in proc.stderr
-    assert "skipped 4" in proc.stderr and "weighted rubrics" in proc.stderr
-    assert len((tmp_path / "rqa.rejects.jsonl").read_text().splitlines()) == 4
+    assert "converted 4 of 4 records drb -> rubricforge" in proc.stderr
+    proc = cli("convert", str(DRB), str(tmp_path / "rqa.jsonl"), "--to", "researchqa")  # no row converts: exit 2
+    assert_user_error(proc, "all 4 records were rejected", "weighted rubrics", "rqa.jsonl is left as it was")
+    assert len((tmp_path / "rqa.rejects.jsonl").read_text().splitlines()) == 4 and not (tmp_path / "rqa.jsonl").exists()
     proc = cli("convert", str(DRB), str(tmp_path / "x.jsonl"), "--to", "nope")
     assert_user_error(proc, "unknown format 'nope'")
 

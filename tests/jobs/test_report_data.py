@@ -40,8 +40,9 @@ def test_report_rows_have_what_the_report_reward_reads(tmp_path):
                                           "llm": litellm_llm_config(tmp_path, server, structured_retries=0)}))
         args = ["build", "--source", "report", "--queries", str(queries), "-c", str(config), "-q"]
         res = CliRunner().invoke(app, args)
-        assert res.exit_code == 0, res.output
+        assert res.exit_code == 1, res.output  # the BROKEN query's row is not made: re-run to retry it
         assert "2 short-form rows for 3 queries (failed: race_rubrics 1)" in res.output
+        assert "incomplete: 1 of 3 rows not made" in res.output
         reference_prompt = next(r for r in server.requests if "considering the following dimensions" in json.dumps(r))
     rows = [json.loads(line) for line in (tmp_path / "run" / "report" / "data.jsonl").read_text().splitlines()]
     check_columns(rows, ["report"], "report data")

@@ -1,5 +1,5 @@
-"""Ledger numbers per role and stage, the budget cap, and configuration errors (missing key, unknown model);
-the API key comes from the environment and is never written anywhere."""
+"""Ledger numbers per role and stage, the budget cap (a ceiling, also over queued concurrent calls), and
+configuration errors (missing key, unknown model); the API key comes from the environment and is never written anywhere."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pydantic import BaseModel
 from rubricforge.config import LLMConfig
 from rubricforge.errors import BudgetExceeded, UserError
 from rubricforge.llm import LLMClient
+from rubricforge.llm.client import _estimate_tokens
 from rubricforge.testing import FakeOpenAI, Reply
 from support.llm_fakes import litellm_llm_config
 
@@ -114,3 +115,32 @@ def test_api_key_is_read_from_the_environment_and_never_written(tmp_path, monkey
     for path in [rec, *tmp_path.glob("llm-cache.sqlite*")]:
         assert secret.encode() not in path.read_bytes()
     assert secret not in repr(client.ledger.summary()) and secret not in cfg.model_dump_json()
+
+
+@pytest.mark.parametrize("cap", [{"max_tokens": 300}, {"max_cost_usd": 300 * 0.6e-6}], ids=["tokens", "cost"])
+def test_the_budget_is_a_ceiling_over_calls_queued_for_a_slot(tmp_path, cap):
+    """40 judge calls queued behind 4 concurrency slots: once the cap is reached no queued call is sent, so the
+    spend stays within the cap plus what the 4 calls in flight can spend (each reserved its bound: prompt estimate
+    + max_tokens). The client that checked the budget before a call waited for its slot sent all 40 (2,400
+    tokens). gpt-4o-mini's prices: $0.15 / $0.60 per million input / output tokens."""
+    concurrency = 4
+    with FakeOpenAI([Reply(prompt_tokens=10, completion_tokens=50, delay_s=0.02)]) as server:
+        llm = litellm_llm_config(tmp_path, server, model="openai/gpt-4o-mini", concurrency=concurrency, max_tokens=60)
+        client = LLMClient(LLMConfig.model_validate({**llm, **cap}))
+
+        async def run():
+            return await asyncio.gather(*(client.generate("judge", _msg(i), output=Capital, stage="s")
+                                          for i in range(40)), return_exceptions=True)
+
+        got = asyncio.run(run())
+    total = client.ledger.summary()["total"]
+    bound = max(_estimate_tokens(client.request("judge", _msg(i), Capital)) for i in range(40))
+    prices = (0.15e-6, 0.6e-6)
+    bound_usd = (bound - 60) * prices[0] + 60 * prices[1]
+    assert sum(isinstance(g, BudgetExceeded) for g in got) > 0 and not any(
+        isinstance(g, Exception) and not isinstance(g, BudgetExceeded) for g in got)
+    assert server.n_requests == total["requests"] < 40
+    if "max_tokens" in cap:
+        assert total["prompt_tokens"] + total["completion_tokens"] <= cap["max_tokens"] + concurrency * bound
+    else:
+        assert total["cost_usd"] <= cap["max_cost_usd"] + concurrency * bound_usd

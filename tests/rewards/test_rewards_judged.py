@@ -69,12 +69,21 @@ def test_batched_mode_scores_every_criterion_in_one_call(tmp_path):
     assert got.per_criterion == {"c1": 1.0, "c2": 0.5, "c3": 0.0} and server.n_requests == 1
 
 
-def test_a_criterion_the_batched_judge_leaves_out_is_unscored(tmp_path):
-    reply = Reply(json.dumps({"scores": [{"id": "c1", "score": 4}, {"id": "c2", "score": 1}]}))
-    with FakeOpenAI([reply]) as server:
-        got = asyncio.run(rubric_reward(_judge(tmp_path, server), QUESTION, ANSWER, criteria_from(RUBRICS),
-                                        mode="batched"))
-    assert got.value is None and got.per_criterion["c3"] is None and got.unscored == 1
+def test_a_criterion_the_batched_judge_leaves_out_is_resampled_then_unscored_and_never_cached(tmp_path):
+    """An answer without c3 is re-prompted naming c3 (structured_retries = 1: one resample); still without it, the
+    call is unscored — never a partial reward — and the next run asks again instead of replaying it."""
+    partial = Reply(json.dumps({"scores": [{"id": "c1", "score": 4}, {"id": "c2", "score": 1}]}))
+    whole = Reply(json.dumps({"scores": [{"id": "c1", "score": 4}, {"id": "c2", "score": 2}, {"id": "c3", "score": 0}]}))
+    with FakeOpenAI([partial]) as server:
+        got = asyncio.run(rubric_reward(_judge(tmp_path, server, structured_retries=1), QUESTION, ANSWER,
+                                        criteria_from(RUBRICS), mode="batched"))
+        told = server.requests[-1]["messages"][-1]["content"]
+    assert got.value is None and got.per_criterion["c3"] is None and server.n_requests == 2
+    assert "leaves out criteria c3" in told
+    with FakeOpenAI([whole]) as server:  # the same cache: the partial answer is not in it
+        got = asyncio.run(rubric_reward(_judge(tmp_path, server, structured_retries=1), QUESTION, ANSWER,
+                                        criteria_from(RUBRICS), mode="batched"))
+    assert server.n_requests == 1 and got.per_criterion == {"c1": 1.0, "c2": 0.5, "c3": 0.0}
 
 
 def test_a_judge_that_is_down_leaves_the_reward_unscored_not_zero(tmp_path):

@@ -8,7 +8,9 @@ order (the first format whose ``detect`` accepts a record names the file's forma
 Files: ``.jsonl`` (one record a line), ``.json`` (an array), ``.parquet``, or a dataset folder / run directory
 (read as ``rubricforge reward score`` reads it). A record that cannot convert is skipped, counted by reason
 and written to the rejects file (:class:`~rubricforge.corpora.rejects.Rejects`); the output is written under
-a temporary name and renamed, so a failed conversion leaves no half file.
+a temporary name and renamed, so a failed conversion leaves no half file, and a conversion that produced no row
+(an empty source, every record rejected) is a UserError that leaves the destination as it was. A source that is
+not UTF-8 text and a destination that is a folder are UserErrors too.
 """
 
 from __future__ import annotations
@@ -64,12 +66,19 @@ def read_records(path: str | Path, rejects: Rejects | None = None) -> Iterator[t
             data = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
             raise UserError(f"{path} is not valid JSON ({exc.msg}, line {exc.lineno})", "fix the file") from None
+        except UnicodeDecodeError:
+            raise UserError(f"{path} is not UTF-8 text", "pass a .json file saved as UTF-8") from None
         if isinstance(data, Mapping):
             data = next((v for v in data.values() if isinstance(v, list)), [data])
         yield from enumerate(data if isinstance(data, list) else [data])
         return
-    with path.open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
+    with path.open("rb") as fh:
+        for n, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise UserError(f"{path} is not UTF-8 text (line {n})",
+                                "pass a .jsonl, .json or .parquet file saved as UTF-8") from None
             if not line.strip():
                 continue
             try:
@@ -151,9 +160,17 @@ def convert_file(src: str | Path, dst: str | Path, to: str, source: str | None =
     if source is not None:
         get_format(source)
     get_format(to)
+    if dst.is_dir():
+        raise UserError(f"destination {dst} is a folder", f"pass a file to write, e.g. {dst / 'data.jsonl'}")
     with Rejects(rejects_path or dst.with_name(f"{dst.stem}.rejects.jsonl")) as rejects:
         got = convert_records(read_records(src, rejects), src, to, source, rejects, label)
-        write_records(dst, got.rows)
+        if got.rows:
+            write_records(dst, got.rows)
+    if not got.rows:
+        why = (f"all {got.read} records were rejected (first reason: {next(iter(rejects.by_reason))}; all in "
+               f"{rejects.path})" if got.read else "it holds no record")
+        raise UserError(f"nothing converted from {src}: {why}; {dst} is left as it was",
+                        "fix the records (or pass --from / another --to)")
     return got, rejects.summary()
 
 

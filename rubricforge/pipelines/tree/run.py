@@ -59,7 +59,7 @@ from pydantic import BaseModel
 from rubricforge.config import Config, LLMConfig
 from rubricforge.errors import UserError
 from rubricforge.llm import LLMClient, LLMResult
-from rubricforge.llm.client import resampled, transient_failures
+from rubricforge.llm.client import Check, resampled, transient_failures
 from rubricforge.llm.errors import Unavailable
 from rubricforge.llm.limits import PRIORITY
 from rubricforge.pipelines.prompting import prompt_hashes
@@ -232,8 +232,8 @@ class _CountingClient(LLMClient):
 
     async def generate(self, role: str, messages: list[dict[str, Any]], output: type[BaseModel] | None = None,
                        stage: str = "default", temperature: float | None = None,
-                       max_tokens: int | None = None, seed: int | None = None) -> LLMResult:
-        res = await super().generate(role, messages, output, stage, temperature, max_tokens, seed)
+                       max_tokens: int | None = None, seed: int | None = None, check: Check | None = None) -> LLMResult:
+        res = await super().generate(role, messages, output, stage, temperature, max_tokens, seed, check)
         if res.transient:  # the provider's fault, not the model's: the item fails (see TreeWorker.run)
             return res
         (self.ok if res.ok else self.failed)[role] += 1

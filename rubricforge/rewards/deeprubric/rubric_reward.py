@@ -9,7 +9,8 @@ satisfies subtracts |w|·s from the numerator. The result, ``raw``, can fall bel
 (never silently weighted 1).
 
 Two modes: ``per_criterion`` (the paper: one Figure 5 call per criterion, all concurrently) and
-``batched`` (every criterion in one call; cheaper). If any criterion is unscored the reward is None.
+``batched`` (every criterion in one call; cheaper; an answer that leaves a criterion out is resampled, see
+:mod:`rubricforge.llm.judge`). If any criterion is unscored the reward is None.
 A rollout without a final answer satisfies no criterion: its reward is 0 and no judge is called.
 """
 
@@ -141,6 +142,14 @@ async def _batched(judge: Judge, question: str, answer: str, criteria: list[Crit
                    seed: int | None) -> dict[str, float | None]:
     listing = "\n".join(f'<criterion id="{c.id}">{criterion_text(c)}</criterion>' for c in criteria)
     got = await judge.ask("rubric_score_batched", BatchedScores, stage="rubric_batched", seed=seed, question=question,
-                          answer=answer, criteria=listing)
+                          answer=answer, criteria=listing, check=lambda got: _lacking(got, criteria))
     by_id = {s.id.strip(): s.score / MAX_SCORE for s in got.scores} if got is not None else {}
-    return {c.id: by_id.get(c.id) for c in criteria}  # an id the judge left out is unscored
+    return {c.id: by_id.get(c.id) for c in criteria}  # an id the judge left out (after resampling) is unscored
+
+
+def _lacking(got: BatchedScores, criteria: list[Criterion]) -> str | None:
+    """None when a batched answer scores every criterion, else which ids it leaves out (for the re-prompt)."""
+    seen = {s.id.strip() for s in got.scores}
+    missing = [c.id for c in criteria if c.id not in seen]
+    return (f"the answer leaves out criteria {', '.join(missing[:10])}: give a score for every criterion id"
+            if missing else None)

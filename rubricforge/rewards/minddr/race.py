@@ -14,7 +14,10 @@ judged item takes the weight of the rubric criterion it names (the exact text, e
 else the first criterion whose text contains it or is contained in it), or the mean criterion weight of its
 dimension when it names none. The judge sees each criterion and its explanation, not its weight
 (``format_criteria_list``). A scored dimension the judge left empty leaves the score unscored (None): DRB would
-count it as 0, rubricforge does not turn a judge failure into a zero.
+count it as 0, rubricforge does not turn a judge failure into a zero. A judge answer that leaves a criterion unnamed
+(by that same matching) is resampled with what it left out named (:meth:`~rubricforge.llm.judge.Judge.ask`'s
+``check``; never taken from the cache), and leaves the score unscored (None) when every attempt falls short: DRB
+would score the criteria that are there, rubricforge does not score a partial judgement.
 
 :func:`race_pointwise` is RACE without a reference report (the ``no_reference`` mode of DeepResearch Bench
 forks): the judge scores the one article 0–10 per criterion and the score is S(target) / 10, per dimension
@@ -96,7 +99,8 @@ def _criteria_list(rubrics: RaceRubrics) -> str:
 
 async def race_score(judge: Judge, query: str, target: str, reference: str, rubrics: RaceRubrics) -> RaceScore:
     got = await judge.ask("race_score", RaceJudgement, stage="race", task_prompt=query, article_1=target,
-                          article_2=reference, criteria_list=_criteria_list(rubrics))
+                          article_2=reference, criteria_list=_criteria_list(rubrics),
+                          check=lambda j: _lacking(j, rubrics))
     if got is None:
         return RaceScore(None)
     return score_judgement(got, rubrics)
@@ -105,7 +109,7 @@ async def race_score(judge: Judge, query: str, target: str, reference: str, rubr
 async def race_pointwise(judge: Judge, query: str, target: str, rubrics: RaceRubrics) -> RaceScore:
     """RACE without a reference report (see the module docstring); ``reference`` stays empty."""
     got = await judge.ask("race_pointwise", PointwiseJudgement, stage="race_pointwise", task_prompt=query,
-                          article=target, criteria_list=_criteria_list(rubrics))
+                          article=target, criteria_list=_criteria_list(rubrics), check=lambda j: _lacking(j, rubrics))
     if got is None:
         return RaceScore(None)
     return score_pointwise(got, rubrics)
@@ -166,13 +170,36 @@ def _ratio(t: float, r: float) -> float:
     return t / (t + r) if t + r > 0 else 0.0
 
 
-def _weight(criteria: list[RaceCriterion], named: str) -> float:
-    """The weight of the criterion a judged item names, looked up as DRB's ``calculate_weighted_scores`` does:
-    exact text (stripped), then case-insensitive, then containment either way; else the dimension's mean weight."""
+def _named(criteria: list[RaceCriterion], named: str) -> RaceCriterion | None:
+    """The criterion a judged item names, looked up as DRB's ``calculate_weighted_scores`` does: exact text
+    (stripped), then case-insensitive, then containment either way; None when it names none."""
     text = named.strip()
     lower = text.lower()
     for same in (lambda c: c.criterion == text, lambda c: c.criterion.lower() == lower,
                  lambda c: lower in c.criterion.lower() or c.criterion.lower() in lower):
         if (hit := next((c for c in criteria if same(c)), None)) is not None:
-            return hit.weight
-    return sum(c.weight for c in criteria) / len(criteria)
+            return hit
+    return None
+
+
+def _weight(criteria: list[RaceCriterion], named: str) -> float:
+    """The weight of the criterion a judged item names (:func:`_named`), else the dimension's mean weight (DRB)."""
+    hit = _named(criteria, named)
+    return hit.weight if hit is not None else sum(c.weight for c in criteria) / len(criteria)
+
+
+def _lacking(judgement: BaseModel, rubrics: RaceRubrics) -> str | None:
+    """None when every criterion of every scored dimension is named by a judged item (:func:`_named`), else what is
+    left out, for the re-prompt."""
+    gaps = []
+    for d in scored_dimensions(rubrics):
+        judged: list[Any] = getattr(judgement, d)
+        hits = {id(h) for j in judged if (h := _named(rubrics.criterions[d], j.criterion)) is not None}
+        missing = [c.criterion for c in rubrics.criterions[d] if id(c) not in hits]
+        if missing:
+            gaps.append(f"{d} scores {len(rubrics.criterions[d]) - len(missing)} of its {len(rubrics.criterions[d])}"
+                        f" criteria (missing: {missing[0][:80]!r})")
+    if not gaps:
+        return None
+    return ("the answer does not score every criterion of <criteria_list>: " + "; ".join(gaps)
+            + "; score each criterion of each dimension, named exactly as in the list")
