@@ -17,9 +17,9 @@ from rubricforge.pipelines.kg.difficulty import difficulty
 from rubricforge.pipelines.kg.filters import answers_match, drop_category
 from rubricforge.pipelines.kg.graph import (EntityResolver, build_graph, canonical_key, graph_stats, load_graph,
                                             save_graph, title_links)
-from rubricforge.pipelines.kg.questions import names_in
+from rubricforge.pipelines.kg.checks import names_in
 from rubricforge.pipelines.kg.sampling import _weighted, make_path, plan, sample_paths
-from rubricforge.schema import KGEdge, Passage
+from rubricforge.schema import KGEdge, KGPath, Passage
 
 
 def graph(*hops: tuple[str, str, str], nodes: dict[str, list[str]] | None = None) -> nx.MultiDiGraph:
@@ -119,10 +119,15 @@ def test_reachability_with_the_real_search_tool(small_index_cfg):
         edges = title_links(passages.values(), resolver)
         g = build_graph(resolver.nodes, edges)
         search = lambda q, k: [s.passage_id for s in tools.search_snippets(q, k)]  # noqa: E731
-        reachable = [e for e in edges[:40] if not check_reachability(make_path(g, "x", [[e.head, e.tail]]), search, 5)]
+
+        def one_hop(e: KGEdge) -> KGPath:  # any edge: reachability is the search tool's, whatever the hop's source
+            return KGPath(id="x", shape="chain", branches=[[e.head, e.tail]], edges=[e], answer=e.tail, hops=1,
+                          names={n: g.nodes[n]["name"] for n in (e.head, e.tail)})
+
+        reachable = [e for e in edges[:40] if not check_reachability(one_hop(e), search, 5)]
         assert reachable, "some title links of the small corpus are retrievable by their two names"
         e = reachable[0]
-        wrong = make_path(g, "x", [[e.head, e.tail]])
+        wrong = one_hop(e)
         wrong.edges[0] = wrong.edges[0].model_copy(update={"passage_id": "wiki-99999"})
         assert check_reachability(wrong, search, 5)[0].startswith(f"hop {e.head}->{e.tail}: passage wiki-99999")
 

@@ -7,7 +7,8 @@
 * :func:`check_independence` — the branches of a multi-branch subgraph share only the answer: no
   common node, no edge and no passage linking a node of one branch to a node of another.
 
-:func:`check_structure` guards the rest: every hop is an edge of the graph between consecutive nodes.
+:func:`check_structure` guards the rest: every hop is a typed edge of the graph between consecutive nodes (a
+``mentions`` link states no fact, so it is never a hop).
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ def check_structure(g: nx.MultiDiGraph, path: KGPath) -> list[str]:
     for (a, b), e in zip(hops, path.edges, strict=True):
         if {e.head, e.tail} != {a, b}:
             failures.append(f"edge {e.head}->{e.tail} is not the hop {a}–{b}")
+        elif e.source == "link":
+            failures.append(f"hop {e.head}->{e.tail} is a bare link ({e.relation}), not a stated relation")
         elif not any(d.get("passage_id") == e.passage_id and d.get("relation") == e.relation
                      for d in g.get_edge_data(e.head, e.tail, default={}).values()):
             failures.append(f"edge {e.head}->{e.tail} ({e.relation}, {e.passage_id}) is not in the graph")
