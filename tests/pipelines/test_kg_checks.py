@@ -122,7 +122,7 @@ def test_placeholders_uncovered_hops_and_whole_names():
 @pytest.mark.parametrize("words, relation", [
     ("is the capital of", "is the capital of"), ("was succeeded by", "was succeeded by"), ("married", "married"),
     ("is a city in the", "is a city in"), ("and", None), ("is in", None), ("near", None), ("is the", None),
-    ("and was born in", None), ("was a Roman", None), ("lies in the north of", None),
+    ("and was born in", None), ("was a Roman", None), ("lies in the north of", None), ("was a classical", None),
 ])
 def test_stated_relation(words, relation):
     assert stated_relation(words.split()) == relation

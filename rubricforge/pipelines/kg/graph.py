@@ -46,6 +46,7 @@ MAX_RELATION_WORDS = 6
 LEAD_CHARS = 300  # of an article's first sentence, kept on its node (what the answer-type check reads)
 _LOWER_WORD = re.compile(r"[a-z]+(?:-[a-z]+)*")
 _ARTICLES = frozenset("a an the".split())
+_PREPOSITIONS = frozenset("in of on at to by for from with into onto between after as than within".split())
 _LIST_WORDS = frozenset("and or but nor".split())
 _RELATIVES = frozenset("who whom whose which that where when while".split())  # the clause's subject is another
 _COPULAS = frozenset("is was are were be been being has had have became becomes".split())
@@ -124,7 +125,8 @@ def stated_relation(words: list[str]) -> str | None:
     """The relation that the words between two names state, or None: 1 to :data:`MAX_RELATION_WORDS` lower-case
     words (no punctuation, no other name), not a list ("and", "or" at either end), with a verb (a copula, an
     auxiliary, a past participle; an adverb before it) first and a content word, not a relative clause ("who
-    went on to found"):
+    went on to found"), ending in a preposition or a past tense (else the second name modifies a noun: "was a
+    classical [Arabic poet]"):
     ``["is", "the", "capital", "of"]`` -> ``"is the capital of"``; ``["and"]``, ``["is", "in"]``, ``["near"]`` ->
     None."""
     if not 1 <= len(words) <= MAX_RELATION_WORDS or not all(_LOWER_WORD.fullmatch(w) for w in words):
@@ -137,6 +139,8 @@ def stated_relation(words: list[str]) -> str | None:
         return None
     while words[-1] in _ARTICLES:
         words = words[:-1]
+    if not (words[-1] in _PREPOSITIONS or words[-1].endswith("ed")):
+        return None  # "was a classical [Arabic poet]": the name is a modifier, not the relation's other end
     return " ".join(words)
 
 

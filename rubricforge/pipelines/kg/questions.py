@@ -41,11 +41,16 @@ def facts(path: KGPath, masks: dict[str, str] | None = None, aliases: dict[str, 
     label) replaces those entities' names and aliases everywhere, so a hidden entity cannot be copied."""
     lines = "\n".join(f"{i}. {path.names.get(e.head, e.head)} --{e.relation}--> {path.names.get(e.tail, e.tail)} "
                       f"(evidence: \"{e.evidence}\")" for i, e in enumerate(path.edges, 1))
-    forms = sorted(((f, label) for nid, label in (masks or {}).items()
-                    for f in {path.names.get(nid, nid), *(aliases or {}).get(nid, [])} if f), key=lambda x: -len(x[0]))
+    return _masked(lines, masks or {}, path, aliases or {})
+
+
+def _masked(text: str, masks: dict[str, str], path: KGPath, aliases: dict[str, list[str]]) -> str:
+    """``text`` with every name and alias of the ``masks`` entities replaced by its label (longest first)."""
+    forms = sorted(((f, label) for nid, label in masks.items()
+                    for f in {path.names.get(nid, nid), *aliases.get(nid, [])} if f), key=lambda x: -len(x[0]))
     for form, label in forms:
-        lines = re.sub(rf"(?<!\w){re.escape(form)}(?!\w)", label, lines, flags=re.IGNORECASE)
-    return lines
+        text = re.sub(rf"(?<!\w){re.escape(form)}(?!\w)", label, text, flags=re.IGNORECASE)
+    return text
 
 
 async def _ask(client: LLMClient, prompt: str, stage: str, max_tokens: int) -> tuple[str | None, str | None]:
@@ -68,8 +73,9 @@ async def write_question(path: KGPath, aliases: dict[str, list[str]], answer_pro
         record["drop"] = f"answer is not a whole entity of the path ({part})"
         return record
     masks = {n: f"X{i}" for i, n in enumerate(dict.fromkeys(path.intermediates()), 1)} | {path.answer: "ANSWER"}
+    kind = _masked(path.descriptions.get(path.answer) or "an entity", masks, path, aliases)
     text, err = await _ask(client, render("kg_question", starts=", ".join(names[s] for s in path.starts()),
-                                          facts=facts(path, masks, aliases)), "kg_question", max_tokens)
+                                          facts=facts(path, masks, aliases), kind=kind), "kg_question", max_tokens)
     record["initial"] = text
     for start in path.starts():
         if text is None:

@@ -120,10 +120,12 @@ def kg_settings(cfg: Config, corpus_hash: str, generator: str) -> dict[str, Any]
             "corpus_hash": corpus_hash, "generator_model": generator, "top_k": cfg.tools.top_k}
 
 
-def extraction_slice(passages: list[Passage], link_degree: Counter[str], n: int, seed: int) -> list[Passage]:
-    """``n`` passages (seeded) of articles that are linked but not hubs, so new relations join the graph."""
+def extraction_slice(passages: list[Passage], link_degree: Counter[str], typed: set[str], n: int,
+                     seed: int) -> list[Passage]:
+    """``n`` passages (seeded) of articles that are linked but not hubs and already an end of a stated relation
+    (``typed``), so the relations the LLM adds join the typed graph that walks move over."""
     lo, hi = SLICE_DEGREE
-    pool = [p for p in passages if lo <= link_degree[node_id(p.title)] <= hi]
+    pool = [p for p in passages if lo <= link_degree[node_id(p.title)] <= hi and node_id(p.title) in typed]
     return sorted(random.Random(seed).sample(pool, min(n, len(pool))), key=lambda p: p.id)
 
 
@@ -207,9 +209,10 @@ class KGRun:
         for p in passages:
             resolver.add_article(p)
         edges = title_links(passages, resolver, self.k.min_title_chars)
-        degree: Counter[str] = Counter(n for e in edges for n in (e.head, e.tail))
+        degree: Counter[str] = Counter(n for e in edges if e.source == "link" for n in (e.head, e.tail))
+        typed = {n for e in edges if e.source != "link" for n in (e.head, e.tail)}
         log = self.logs["kg_extractions"]
-        chosen = extraction_slice(passages, degree, self.k.extract_passages, self.k.seed)
+        chosen = extraction_slice(passages, degree, typed, self.k.extract_passages, self.k.seed)
         self.n_passages, self.chosen = len(passages), [p.id for p in chosen]
         with self._watch("kg extract", "kg_extractions", [p.id for p in chosen]):
             for p in chosen:

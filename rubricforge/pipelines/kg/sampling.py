@@ -5,8 +5,8 @@ relation a sentence states), never revisiting a node; each step picks a neighbou
 proportional to ``degree ** -hub_exponent`` so hub entities (a country, a century) rarely carry a path.
 A ``mentions`` link is never a hop: it only guides sampling, as a shortcut or a cross-branch tie that
 rejects a candidate (:mod:`.constraints`). A candidate is kept only if it passes every check of
-:mod:`.constraints` — structure, path necessity, structural independence, then reachability (the
-search, the costliest, last); each rejection is counted by the constraint that failed.
+:mod:`.constraints` — structure, path necessity, structural independence, determinacy, then
+reachability (the search, the costliest, last); each rejection is counted by the constraint that failed.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 
 from rubricforge.config import KGConfig
 from rubricforge.extras import needs
-from rubricforge.pipelines.kg.constraints import (Search, check_independence, check_necessity, check_reachability,
-                                                  check_structure, passage_mentions)
+from rubricforge.pipelines.kg.constraints import (Search, check_determinacy, check_independence, check_necessity,
+                                                  check_reachability, check_structure, passage_mentions)
 from rubricforge.schema import KGEdge, KGPath
 
 if TYPE_CHECKING:
@@ -116,6 +116,7 @@ def violations(g: nx.MultiDiGraph, path: KGPath, search: Search, k: int,
     for name, check in (("structure", lambda: check_structure(g, path)),
                         ("necessity", lambda: check_necessity(g, path, mentions)),
                         ("independence", lambda: check_independence(g, path, mentions)),
+                        ("determinacy", lambda: check_determinacy(path)),
                         ("reachability", lambda: check_reachability(path, search, k))):
         if failures := check():
             return name, failures
