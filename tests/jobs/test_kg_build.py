@@ -8,7 +8,7 @@ from it. Re-record after a prompt or pipeline change (a few minutes on 2 cores):
     PYTHONPATH=tests .venv/bin/python tests/jobs/test_kg_build.py --record
 
 The corpus: the articles of the three largest connected parts of the default corpus's stated-relation
-graph (typed edges read off sentences, :func:`~rubricforge.pipelines.kg.graph.title_links`; about 120
+graph (typed edges read off sentences, :func:`~rubricforge.pipelines.kg.graph.title_links`; about 75
 articles), so there are typed hops to sample from and title links among them for the shortcut checks.
 """
 
@@ -123,12 +123,12 @@ def test_the_run_writes_graph_checked_subgraphs_logs_and_manifest(kg_cfg, refere
     result, run = reference
     s = result.summary
     docs = len((Path(kg_cfg.corpus.path)).read_text().splitlines())
-    assert s.passages >= docs >= 100  # two articles may share a title; long ones are chunked
+    assert s.passages >= docs >= 60  # two articles may share a title; long ones are chunked
     assert s.status == "complete" and s.extracted == 2 and s.paths == 3
     g = load_graph(run / "kg" / "graph.json")
     stats = json.loads((run / "kg" / "graph_stats.json").read_text())
     assert stats == graph_stats(g) == s.graph and stats["edges_by_source"]["link"] > 100
-    assert s.stated_edges == stats["edges_by_source"]["text"] > 100
+    assert s.stated_edges == stats["edges_by_source"]["text"] > 50
     extractions = read_log(run, "kg_extractions")
     assert len(extractions) == 2 and s.triples == sum(len(r["triples"]) for r in extractions.values())
     assert stats["edges_by_source"].get("llm", 0) <= s.triples  # every llm edge comes from a kept triple

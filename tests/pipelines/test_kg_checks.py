@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from rubricforge.pipelines.kg.checks import (asked_type, part_of_a_name, placeholder, question_problem,
+from rubricforge.pipelines.kg.checks import (asked_type, described_noun, part_of_a_name, placeholder, question_problem,
                                              type_disagreement, uncovered_hops)
 from rubricforge.pipelines.kg.constraints import check_structure
 from rubricforge.pipelines.kg.filters import drop_category
@@ -156,3 +156,11 @@ def test_a_criterion_cut_by_the_schema_length_is_taken_back_to_a_sentence_end_or
         "criterions": {d: crit for d in ("comprehensiveness", "insight", "instruction_following", "readability")}})
     race = to_race(answer, "q")
     assert [c.criterion for c in race.criterions["insight"]] == ["Names the Compromise of 1867."]
+
+
+@pytest.mark.parametrize("description, noun", [
+    ("Capital city of Tatarstan, Russia", "city"), ("1867–1918 empire in Central Europe", "empire"),
+    ("Intergovernmental trade organization", "organization"), ("", None),
+])
+def test_described_noun(description, noun):
+    assert described_noun(description) == noun

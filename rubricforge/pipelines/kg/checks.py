@@ -160,6 +160,16 @@ def asked_type(question: str) -> str | None:
     return _singular(nouns[-1]) if nouns else None
 
 
+def described_noun(description: str) -> str | None:
+    """The head noun of a corpus description, what the answer is: the last word before the first preposition,
+    comma or dash ("Capital city of Tatarstan, Russia" -> ``"city"``, "Country in Southeast Asia" ->
+    ``"country"``); None when there is none."""
+    head = re.split(r"\s(?:of|in|on|at|for|from|with|by|and|or|that|who|which)\s|[,;:(]|\s[–—-]\s",
+                    description.strip())[0]
+    words = re.findall(r"[A-Za-z]+", head)
+    return words[-1].lower() if words else None
+
+
 def type_disagreement(question: str, path: KGPath, answer_profile: str) -> str | None:
     """Why the answer is not the kind of thing the question asks for, or None. ``answer_profile`` is the answer
     article's description and first sentence. A time asks for a digit in the answer's name; a person for a

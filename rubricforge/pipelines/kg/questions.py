@@ -1,7 +1,9 @@
-"""Question generation from a subgraph (MindDR §4.1): generate → obfuscate → rewrite, then a leak check.
+"""Question generation from a subgraph (MindDR §4.1): generate → obfuscate → rewrite, then the checks.
 
 1. *Generation* sees the hops — each hop's relation and its evidence sentence — with the answer and the
-   intermediate entities masked (``ANSWER``, ``X1``, ``X2`` ...), and the start entities named: it cannot copy a hidden name.
+   intermediate entities masked (``ANSWER``, ``X1``, ``X2`` ...) and the start entities named, so it cannot
+   copy a hidden name; and what the answer is (its corpus description, and that description's noun to
+   ask with, "Which <noun> …": the answer-type check reads the same description).
 2. *Obfuscation* replaces each start entity's name with a vaguer description that still identifies it
    (the corpus's short description when there is one).
 3. *Rewriting* gives natural user phrasing (query-specific rubrics §3.2).
@@ -22,7 +24,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import BaseModel
 
 from rubricforge.llm.structured import max_length
-from rubricforge.pipelines.kg.checks import names_in, part_of_a_name, question_problem
+from rubricforge.pipelines.kg.checks import described_noun, names_in, part_of_a_name, question_problem
 from rubricforge.pipelines.prompting import render
 from rubricforge.schema import KGPath
 
@@ -73,9 +75,12 @@ async def write_question(path: KGPath, aliases: dict[str, list[str]], answer_pro
         record["drop"] = f"answer is not a whole entity of the path ({part})"
         return record
     masks = {n: f"X{i}" for i, n in enumerate(dict.fromkeys(path.intermediates()), 1)} | {path.answer: "ANSWER"}
-    kind = _masked(path.descriptions.get(path.answer) or "an entity", masks, path, aliases)
+    description = path.descriptions.get(path.answer, "")
+    noun = described_noun(description) or "entity"
     text, err = await _ask(client, render("kg_question", starts=", ".join(names[s] for s in path.starts()),
-                                          facts=facts(path, masks, aliases), kind=kind), "kg_question", max_tokens)
+                                          facts=facts(path, masks, aliases), noun=noun,
+                                          kind=_masked(description or noun, masks, path, aliases)),
+                           "kg_question", max_tokens)
     record["initial"] = text
     for start in path.starts():
         if text is None:
