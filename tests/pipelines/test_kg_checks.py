@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from rubricforge.pipelines.kg.checks import (asked_type, described_noun, part_of_a_name, placeholder, question_problem,
+from rubricforge.pipelines.kg.checks import (asked_type, described_noun, part_of_a_name, predicated_type, placeholder, question_problem,
                                              type_disagreement, uncovered_hops)
 from rubricforge.pipelines.kg.constraints import check_structure
 from rubricforge.pipelines.kg.filters import drop_category
@@ -164,3 +164,17 @@ def test_a_criterion_cut_by_the_schema_length_is_taken_back_to_a_sentence_end_or
 ])
 def test_described_noun(description, noun):
     assert described_noun(description) == noun
+
+
+def test_a_question_that_calls_the_answer_something_else_is_dropped():
+    # the row the job test's recording retained before this check: the country called a city
+    path = KGPath(id="kgp-0002", shape="chain", branches=[["can_tho", "vietnam"]], answer="vietnam", hops=1,
+                  names={"can_tho": "Cần Thơ", "vietnam": "Vietnam"}, passage_ids=["p1"],
+                  edges=[KGEdge(head="can_tho", relation="is the third largest municipality in", tail="vietnam",
+                                passage_id="p1", source="text",
+                                evidence="Cần Thơ is the third largest municipality in Vietnam.")])
+    profile = "Country in Southeast Asia Vietnam is a country at the eastern edge of mainland Southeast Asia."
+    question = "Which country is the third largest city in Southeast Asia?"
+    assert asked_type(question) == "country" and predicated_type(question) == "city"
+    assert type_disagreement(question, path, profile) == "asks for a city; Vietnam is not one by its article or relation"
+    assert type_disagreement("Which country has Cần Thơ as its third largest municipality?", path, profile) is None

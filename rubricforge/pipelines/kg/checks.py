@@ -160,6 +160,24 @@ def asked_type(question: str) -> str | None:
     return _singular(nouns[-1]) if nouns else None
 
 
+_PREDICATE = re.compile(r"^\s*(?:is|was|are|were)\s+(?:the|a|an)\s+((?:[a-z-]+\s+){0,3}?)([a-z-]+)\s+"
+                        r"(?:in|of|on|at|for|from|to|by|that|which|with)\b")
+
+
+def predicated_type(question: str) -> str | None:
+    """The noun the question predicates of what it asks for: "Which country *is the third largest city* in …"
+    -> ``"city"``; None when it predicates none."""
+    m = _WH.search(question)
+    if m is None or m.group(1).lower() not in ("what", "which"):
+        return None
+    rest = question[m.end():]
+    noun = re.match(r"\s*(?:[A-Z][\w-]*\s+)*[a-z-]+", rest)  # the asked noun ("Italian cities")
+    if noun is None:
+        return None
+    pred = _PREDICATE.match(rest[noun.end():])
+    return _singular(pred.group(2)) if pred else None
+
+
 def described_noun(description: str) -> str | None:
     """The head noun of a corpus description, what the answer is: the last word before the first preposition,
     comma or dash ("Capital city of Tatarstan, Russia" -> ``"city"``, "Country in Southeast Asia" ->
@@ -171,15 +189,22 @@ def described_noun(description: str) -> str | None:
 
 
 def type_disagreement(question: str, path: KGPath, answer_profile: str) -> str | None:
-    """Why the answer is not the kind of thing the question asks for, or None. ``answer_profile`` is the answer
-    article's description and first sentence. A time asks for a digit in the answer's name; a person for a
+    """Why the answer is not the kind of thing the question asks for (:func:`asked_type`) or says it is
+    (:func:`predicated_type`), or None. ``answer_profile`` is the answer article's description and first
+    sentence. A time asks for a digit in the answer's name; a person for a
     person cue (he/she, born, life dates) in the profile; a place for a place word; a relational noun ("wife",
     "founder") for its word in the relation of a hop ending at the answer (that the answer is *someone's* wife
     says nothing); any other noun for its word
     (first :data:`STEM` letters) in the profile or in those hops' relations. Generic nouns ("name", "entity")
     and questions without a noun pass."""
-    kind = asked_type(question)
-    if kind is None or kind in GENERIC:
+    for kind in dict.fromkeys(k for k in (asked_type(question), predicated_type(question)) if k):
+        if wrong := _disagrees(kind, path, answer_profile):
+            return wrong
+    return None
+
+
+def _disagrees(kind: str, path: KGPath, answer_profile: str) -> str | None:
+    if kind in GENERIC:
         return None
     answer = path.names[path.answer]
     relations = " ".join(e.relation for e in path.edges if path.answer in (e.head, e.tail))
