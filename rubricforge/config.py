@@ -200,9 +200,9 @@ class BuildConfig(Section):
 class KGConfig(Section):
     """The knowledge-graph multi-hop pipeline (MindDR §4.1, §4.5, §4.6); ``rubricforge build --source kg``.
 
-    Laptop defaults (embedded 0.5B model on 2 cores): the relations the corpus's sentences state between
-    article titles (about 510 typed edges, no LLM) and its title links over every passage, no LLM relation
-    extraction (the 0.5B model's triples are rarely stated by one sentence: docs/results.md), a few sampled
+    Laptop defaults (embedded model on 2 cores): the relations the corpus's sentences state between article
+    titles (about 440 typed edges, no LLM) and its title links over every passage, no LLM relation
+    extraction (the small models' triples are rarely stated by one sentence: docs/results.md), a few sampled
     subgraphs.
     """
 

@@ -106,6 +106,8 @@ def test_type_agreement_reads_the_profile_the_relation_and_digits():
     assert type_disagreement("In what year was France's capital founded?", path, "Capital city of France")
     assert type_disagreement("Who is the capital of France?", path, "Capital city of France")
     assert type_disagreement("What is the name of the thing France has as its capital?", path, "") is None
+    region = _path("is the southern sub-region of", "South Asia is the southern sub-region of Asia.", "South Asia")
+    assert type_disagreement("What is the southern sub-region of Asia?", region, "") is None  # seed 1's row
 
 
 def test_placeholders_uncovered_hops_and_whole_names():

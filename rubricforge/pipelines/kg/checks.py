@@ -204,6 +204,7 @@ def type_disagreement(question: str, path: KGPath, answer_profile: str) -> str |
 
 
 def _disagrees(kind: str, path: KGPath, answer_profile: str) -> str | None:
+    kind = kind.split("-")[-1]  # "sub-region" is a region
     if kind in GENERIC:
         return None
     answer = path.names[path.answer]

@@ -3,7 +3,7 @@
 One structured call per passage. A triple is kept only when its head and its tail are names (a
 capitalised word or a digit in them) and one sentence of the passage states it (:func:`stating_sentence`):
 both names written in it (case-insensitive, whole words) and every content word of the relation (compared
-by its first :data:`STEM` letters: "married" ~ "marriage"). The 0.5B default model invents names,
+by its first :data:`STEM` letters: "married" ~ "marriage"). The small embedded models invent names,
 returns phrases such as "a rivalry" and relations its passage never states ("wife of" for two names of
 one sentence); those are logged as ``ungrounded``. Kept triples become :class:`~rubricforge.schema.KGEdge` s
 (source ``llm``) whose evidence is that sentence; canonicalisation merges their names with article titles
