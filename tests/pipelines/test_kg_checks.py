@@ -180,3 +180,5 @@ def test_a_question_that_calls_the_answer_something_else_is_dropped():
     assert asked_type(question) == "country" and predicated_type(question) == "city"
     assert type_disagreement(question, path, profile) == "asks for a city; Vietnam is not one by its article or relation"
     assert type_disagreement("Which country has Cần Thơ as its third largest municipality?", path, profile) is None
+    # the relation names what its head is: Cần Thơ is the municipality, not Vietnam
+    assert type_disagreement("Which municipality contains Cần Thơ?", path, profile)

@@ -193,8 +193,8 @@ def type_disagreement(question: str, path: KGPath, answer_profile: str) -> str |
     (:func:`predicated_type`), or None. ``answer_profile`` is the answer article's description and first
     sentence. A time asks for a digit in the answer's name; a person for a
     person cue (he/she, born, life dates) in the profile; a place for a place word; a relational noun ("wife",
-    "founder") for its word in the relation of a hop ending at the answer (that the answer is *someone's* wife
-    says nothing); any other noun for its word
+    "founder") for its word in the relation of a hop whose head is the answer (that the answer is *someone's*
+    wife says nothing); any other noun for its word
     (first :data:`STEM` letters) in the profile or in those hops' relations. Generic nouns ("name", "entity")
     and questions without a noun pass."""
     for kind in dict.fromkeys(k for k in (asked_type(question), predicated_type(question)) if k):
@@ -208,7 +208,8 @@ def _disagrees(kind: str, path: KGPath, answer_profile: str) -> str | None:
     if kind in GENERIC:
         return None
     answer = path.names[path.answer]
-    relations = " ".join(e.relation for e in path.edges if path.answer in (e.head, e.tail))
+    # a relation describes its head ("Lake Van *is the largest lake in* Turkey" says nothing of what Turkey is)
+    relations = " ".join(e.relation for e in path.edges if e.head == path.answer)
     if kind in TIME:
         ok = bool(re.search(r"\d", answer)) or "century" in answer.lower()
     elif kind in PERSON:
