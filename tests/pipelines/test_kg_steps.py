@@ -50,9 +50,9 @@ class Tools:
 PATH = KGPath(id="kgp-0000", shape="chain", branches=[["a", "b", "c"]], answer="c", hops=2,
               names={"a": "Srinagar", "b": "Kashmir", "c": "K2"}, descriptions={"a": "city in India"},
               passage_ids=["p1", "p2"],
-              edges=[KGEdge(head="a", relation="is a city in", tail="b", passage_id="p1", source="text",
+              edges=[KGEdge(head="a", relation="is a city in the disputed region of", tail="b", passage_id="p1", source="text",
                             evidence="Srinagar is a city in the disputed Kashmir region."),
-                     KGEdge(head="b", relation="holds", tail="c", passage_id="p2",
+                     KGEdge(head="b", relation="has the Karakoram mountain", tail="c", passage_id="p2",
                             evidence="The Karakoram range of Kashmir holds K2, the second-highest mountain.")])
 PROFILE = "Mountain on the China–Pakistan border. K2 is the second-highest mountain on Earth."
 ALIASES = {"a": ["Srinagar"], "b": ["Kashmir", "Kashmir region"], "c": ["K2", "Mount Godwin-Austen"]}
@@ -65,8 +65,8 @@ def run(coro):
 def test_facts_mask_hidden_entities_and_their_aliases():
     text = facts(PATH, {"b": "X1", "c": "ANSWER"}, ALIASES)
     assert "Kashmir" not in text and "K2" not in text and "Srinagar" in text
-    assert "the disputed X1." in text and "holds ANSWER" in text and "X1 --holds--> ANSWER" in text
-    assert text.startswith('1. Srinagar --is a city in--> X1 (evidence: "Srinagar is a city in the disputed X1.")')
+    assert "the disputed X1." in text and "holds ANSWER" in text and "X1 --has the Karakoram mountain--> ANSWER" in text
+    assert text.startswith('1. Srinagar --is a city in the disputed region of--> X1 (evidence: "Srinagar is a city in the disputed X1.")')
 
 
 def test_uncovered_hops_need_a_content_word_of_each_hops_evidence():
@@ -155,7 +155,7 @@ def test_filters_drop_with_their_reason(answers, drop):
     assert rec["drop"] == drop and len(rec["results"]) == len(answers) and not client.answers
     assert all(role == "judge" for role, _, _ in client.calls)
     if len(answers) == 3:  # the derivation judge sees each hop's relation and evidence
-        assert "Kashmir --holds--> K2 (evidence: \"The Karakoram range" in client.calls[2][2]
+        assert "Kashmir --has the Karakoram mountain--> K2 (evidence: \"The Karakoram range" in client.calls[2][2]
         verdict = "derivable, unique" if drop is None else "not unique" if "unique" in drop else "not derivable"
         assert judge_verdict(rec["results"]) == verdict
     if len(answers) > 1:

@@ -11,8 +11,8 @@ relations), run before the judge. :func:`question_problem` returns the first tha
 4. **answer type** — the noun the question asks for (:func:`asked_type`: "Which *city* …", "… first *wife*?",
    *who*, *when*) agrees with the answer (:func:`type_disagreement`).
 5. **hop conditions** — every hop's condition appears, obfuscated, in the question: a content word of its
-   relation or evidence (compared by the first :data:`STEM` letters, the hop's entity names left out) is in
-   the question (:func:`uncovered_hops`).
+   relation (compared by the first :data:`STEM` letters, the hop's entity names left out) is in the question
+   (:func:`uncovered_hops`).
 """
 
 from __future__ import annotations
@@ -85,12 +85,15 @@ def answer_words_in(question: str, forms: list[str]) -> str | None:
 
 
 def uncovered_hops(question: str, path: KGPath) -> list[int]:
-    """1-based hops whose relation and evidence share no content word with the question (entity names aside)."""
+    """1-based hops whose condition the question leaves out: none of the relation's content words is in the
+    question (entity names aside; a relation without one, "led by", falls back to its evidence's words). Any
+    evidence word would let "largest" in the Zambezi's sentence stand for "is the fourth-longest river in"."""
     asked = _stems(question)
     out = []
     for i, e in enumerate(path.edges, 1):
         names = _stems(f"{path.names.get(e.head, e.head)} {path.names.get(e.tail, e.tail)}")
-        if not (_stems(f"{e.relation} {e.evidence}") - names) & asked:
+        condition = (_stems(e.relation) - names) or (_stems(e.evidence) - names)
+        if not condition & asked:
             out.append(i)
     return out
 
