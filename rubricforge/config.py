@@ -200,12 +200,14 @@ class BuildConfig(Section):
 class KGConfig(Section):
     """The knowledge-graph multi-hop pipeline (MindDR §4.1, §4.5, §4.6); ``rubricforge build --source kg``.
 
-    Laptop defaults (embedded 0.5B model on 2 cores): the corpus's own title links over every passage,
-    LLM relation extraction on a small slice, a few sampled subgraphs.
+    Laptop defaults (embedded model on 2 cores): the relations the corpus's sentences state between article
+    titles (about 440 typed edges, no LLM) and its title links over every passage, no LLM relation
+    extraction (the small models' triples are rarely stated by one sentence: docs/results.md), a few sampled
+    subgraphs.
     """
 
     seed: int = 0
-    extract_passages: int = Field(4, ge=0)  # passages read by the LLM relation extractor (one call each)
+    extract_passages: int = Field(0, ge=0)  # passages read by the LLM relation extractor (one call each)
     link_passages: int | None = Field(None, ge=1)  # passages scanned for title mentions (None: all)
     min_title_chars: int = Field(4, ge=1)  # shorter titles are not matched as mentions
     n_paths: int = Field(5, ge=1)  # subgraphs to sample

@@ -177,7 +177,9 @@ class KGEdge(Record):
     tail: str
     passage_id: str
     evidence: str = ""  # the sentence (or extracted statement) that states it
-    source: Literal["llm", "link"] = "llm"  # extracted by the LLM, or the corpus's own link structure
+    # "llm": extracted by the LLM and verified against its sentence; "text": a relation one sentence states
+    # between two names (no LLM); "link": the corpus's link structure ("mentions"), never a hop
+    source: Literal["llm", "text", "link"] = "llm"
 
 
 class KGPath(Record):

@@ -16,8 +16,10 @@ def _graph(s: dict[str, Any]) -> str:
     g, c = s["graph"], s["counts"]
     rows = [["Passages scanned for title links", _num(c["passages"])],
             ["Passages read by the relation extractor", f"{_num(c['extracted'])} ({_num(c['extraction_failures'])} failed calls)"],
-            ["Triples kept (both names written in the passage) / dropped (a name missing or not a name)",
+            ["LLM triples kept (one sentence writes both names and the relation) / dropped",
              f"{_num(c['triples'])} / {_num(c['ungrounded_triples'])}"],
+            ["Relations read off sentences without the LLM (two names, a verb phrase between)",
+             _num(c.get("stated_edges", 0))],
             ["Nodes (by kind)", f"{_num(g['nodes'])} ({', '.join(f'{k} {v}' for k, v in g['nodes_by_kind'].items())})"],
             ["Edges (by source)", f"{_num(g['edges'])} ({', '.join(f'{k} {v}' for k, v in g['edges_by_source'].items())})"],
             ["Weakly connected components (largest)", f"{_num(g['components'])} ({_num(g['largest_component'])})"],
@@ -38,7 +40,10 @@ def _sampling(s: dict[str, Any]) -> str:
 def _drops(s: dict[str, Any]) -> str:
     rows = [[reason, _num(d["count"]), _pct(d["rate"])] for reason, d in s["drops"].items()]
     rows.append(["**retained**", _num(s["counts"]["retained"]), _pct(s["retained_rate"])])
-    return _table(["Outcome", "Questions", "Share of generated questions"], rows)
+    verdicts = ", ".join(f"{k} {_num(v)}" for k, v in (s.get("judge_verdicts") or {}).items()) or "none"
+    return (_table(["Outcome", "Questions", "Share of generated questions"], rows)
+            + f"\n\nThe derivation judge's verdicts (can the answer, and only it, be derived from the hop facts?): "
+            f"{verdicts}.")
 
 
 def _distributions(s: dict[str, Any]) -> str:
@@ -57,9 +62,11 @@ def render_kg_card(stats: dict[str, Any], layout: Literal["local", "hub"] = "loc
 # rubricforge KG dataset: {stats['run']}
 
 Multi-hop questions synthesised from a knowledge graph over the corpus (MindDR §4.1, §4.5, §4.6):
-graph construction (the corpus's title links + LLM relation extraction, canonicalised) → subgraph
+graph construction (typed relations that a sentence states, read off the text or extracted by the LLM and
+checked against their sentence; the corpus's title links guide sampling but are never a hop) → subgraph
 sampling under reachability, necessity and independence checks → question generation, condition
-obfuscation and rewriting → direct-answer, single-retrieval and plausibility filters. Each row has the
+obfuscation and rewriting → deterministic checks (no mask left, a whole-entity answer of the asked type,
+no leak, every hop's condition) → direct-answer, single-retrieval and derivation filters. Each row has the
 answer with aliases, the key entity set, the hop count, a difficulty label and the subgraph with its
 passage ids; retained rows also get a long-form research query with RACE rubrics when the model wrote
 valid ones.
@@ -82,7 +89,8 @@ search tool); dead ends and duplicates are walks that could not be used.
 
 ## Filters: drop rates
 
-Each generated question is dropped by the first step that fires; rates are over generated questions.
+Each generated question is dropped by the first step that fires (the deterministic checks first, then the
+judge's filters); rates are over generated questions.
 
 {_drops(stats)}
 

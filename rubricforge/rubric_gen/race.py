@@ -8,18 +8,22 @@ by their sum (rounded to 4 places); a criterion keeps its whitespace-normalised 
 explanation and its weight rounded to 3 places, and is dropped when its text is blank or its weight is
 not positive (criterion weights are relative within their dimension). An answer whose dimension weights
 are all zero or negative, with no criterion left, or without a query is unusable: :func:`to_race` says why.
+Constrained decoding stops a string at its schema's length (:data:`CRITERION_CHARS`, :data:`EXPLANATION_CHARS`):
+a text that reached it was cut, so it is taken back to its last sentence end, and a criterion with none is
+dropped (never "…of both Austria-Hungary and 1").
 Scoring against these rubrics is :mod:`rubricforge.rewards.minddr.race`.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+import re
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import BaseModel, Field
 
 from rubricforge.llm.judge import Judge
-from rubricforge.llm.structured import Str200, Str300, Str400
+from rubricforge.llm.structured import Str300, max_length
 from rubricforge.rubric_gen.prompting import PROMPTS
 from rubricforge.schema import RaceCriterion, RaceRubrics
 
@@ -29,11 +33,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 DIMENSIONS = ("comprehensiveness", "insight", "instruction_following", "readability")
 MAX_CRITERIA = 5  # per dimension; schema only (steers constrained decoding), a longer list is read whole
+CRITERION_CHARS, EXPLANATION_CHARS = 200, 400
+_SENTENCE_END = re.compile(r"[.;!?)](?=\s|$)")
 
 
 class RaceCriterionAnswer(BaseModel):
-    criterion: Str200
-    explanation: Str400  # App. 8.1: every criterion is explained
+    criterion: Annotated[str, max_length(CRITERION_CHARS)]
+    explanation: Annotated[str, max_length(EXPLANATION_CHARS)]  # App. 8.1: every criterion is explained
     weight: float
 
 
@@ -70,13 +76,24 @@ class LongFormAnswer(BaseModel):
     criterions: DimensionCriteria
 
 
+def uncut(text: str, cap: int) -> str:
+    """``text`` whitespace-normalised; when it reached ``cap`` characters (cut by the schema's length), only up
+    to its last sentence end ("" when it has none)."""
+    text = " ".join(text.split())
+    if len(text) < cap:
+        return text
+    ends = list(_SENTENCE_END.finditer(text))
+    return text[:ends[-1].end()] if ends else ""
+
+
 def to_race(answer: RaceAnswer | LongFormAnswer, query: str) -> RaceRubrics | str:
     """The normalised RACE rubrics of ``answer`` for ``query``, or why the answer cannot be used."""
     raw = answer.dimension_weight.model_dump()
     total = sum(max(w, 0.0) for w in raw.values())
-    criterions = {d: [RaceCriterion(criterion=" ".join(c.criterion.split()), explanation=c.explanation.strip(),
+    criterions = {d: [RaceCriterion(criterion=uncut(c.criterion, CRITERION_CHARS),
+                                    explanation=uncut(c.explanation, EXPLANATION_CHARS),
                                     weight=round(float(c.weight), 3))
-                      for c in getattr(answer.criterions, d) if c.criterion.strip() and c.weight > 0]
+                      for c in getattr(answer.criterions, d) if uncut(c.criterion, CRITERION_CHARS) and c.weight > 0]
                   for d in DIMENSIONS}
     if total <= 0:
         return "every dimension weight is zero or negative"

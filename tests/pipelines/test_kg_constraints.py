@@ -11,15 +11,15 @@ import networkx as nx
 import pytest
 
 from rubricforge.config import KGConfig
-from rubricforge.pipelines.kg.constraints import (check_independence, check_necessity, check_reachability,
-                                                  check_structure)
+from rubricforge.pipelines.kg.constraints import (check_determinacy, check_independence, check_necessity,
+                                                  check_reachability, check_structure)
 from rubricforge.pipelines.kg.difficulty import difficulty
 from rubricforge.pipelines.kg.filters import answers_match, drop_category
 from rubricforge.pipelines.kg.graph import (EntityResolver, build_graph, canonical_key, graph_stats, load_graph,
                                             save_graph, title_links)
-from rubricforge.pipelines.kg.questions import names_in
+from rubricforge.pipelines.kg.checks import names_in
 from rubricforge.pipelines.kg.sampling import _weighted, make_path, plan, sample_paths
-from rubricforge.schema import KGEdge, Passage
+from rubricforge.schema import KGEdge, KGPath, Passage
 
 
 def graph(*hops: tuple[str, str, str], nodes: dict[str, list[str]] | None = None) -> nx.MultiDiGraph:
@@ -27,7 +27,7 @@ def graph(*hops: tuple[str, str, str], nodes: dict[str, list[str]] | None = None
     names = {n for h, t, _ in hops for n in (h, t)} | set(nodes or {})
     attrs = {n: {"name": n.upper(), "aliases": [n.upper()], "passage_ids": (nodes or {}).get(n, [f"p-{n}"]),
                  "description": "", "kind": "article"} for n in names}
-    return build_graph(attrs, [KGEdge(head=h, relation="rel", tail=t, passage_id=p, evidence=f"{h} {t}")
+    return build_graph(attrs, [KGEdge(head=h, relation="is the part of", tail=t, passage_id=p, evidence=f"{h} {t}")
                                for h, t, p in hops])
 
 
@@ -94,9 +94,22 @@ def test_structure_catches_an_edge_the_graph_does_not_have():
     path = make_path(g, "kgp-0", [["a", "b", "c", "d"]])
     forged = path.model_copy(update={"edges": [path.edges[0], path.edges[1],
                                                path.edges[2].model_copy(update={"passage_id": "p-z"})]})
-    assert check_structure(g, forged) == ["edge c->d (rel, p-z) is not in the graph"]
+    assert check_structure(g, forged) == ["edge c->d (is the part of, p-z) is not in the graph"]
     swapped = path.model_copy(update={"branches": [["a", "c", "b", "d"]]})
     assert any("is not the hop" in f for f in check_structure(g, swapped))
+
+
+def test_determinacy_reads_the_relation_along_or_against_its_direction():
+    def path(relation: str, branch: list[str]) -> KGPath:
+        e = KGEdge(head="lyon", relation=relation, tail="france", passage_id="p1")
+        return KGPath(id="x", shape="chain", branches=[branch], edges=[e], answer=branch[-1], hops=1)
+
+    assert check_determinacy(path("is a city in", ["lyon", "france"])) == []  # Lyon -> its country
+    assert check_determinacy(path("is the capital of", ["france", "lyon"])) == []  # France -> its capital
+    assert check_determinacy(path("is a city in", ["france", "lyon"])) == [
+        "hop france->lyon ('is a city in' read against its direction) does not determine lyon"]  # many cities
+    assert check_determinacy(path("is bordered by", ["lyon", "france"]))  # one of several neighbours
+    assert check_determinacy(path("was born in", ["lyon", "france"])) == []
 
 
 def test_reachability_catches_a_hop_whose_passage_search_does_not_return():
@@ -119,10 +132,15 @@ def test_reachability_with_the_real_search_tool(small_index_cfg):
         edges = title_links(passages.values(), resolver)
         g = build_graph(resolver.nodes, edges)
         search = lambda q, k: [s.passage_id for s in tools.search_snippets(q, k)]  # noqa: E731
-        reachable = [e for e in edges[:40] if not check_reachability(make_path(g, "x", [[e.head, e.tail]]), search, 5)]
+
+        def one_hop(e: KGEdge) -> KGPath:  # any edge: reachability is the search tool's, whatever the hop's source
+            return KGPath(id="x", shape="chain", branches=[[e.head, e.tail]], edges=[e], answer=e.tail, hops=1,
+                          names={n: g.nodes[n]["name"] for n in (e.head, e.tail)})
+
+        reachable = [e for e in edges[:40] if not check_reachability(one_hop(e), search, 5)]
         assert reachable, "some title links of the small corpus are retrievable by their two names"
         e = reachable[0]
-        wrong = make_path(g, "x", [[e.head, e.tail]])
+        wrong = one_hop(e)
         wrong.edges[0] = wrong.edges[0].model_copy(update={"passage_id": "wiki-99999"})
         assert check_reachability(wrong, search, 5)[0].startswith(f"hop {e.head}->{e.tail}: passage wiki-99999")
 

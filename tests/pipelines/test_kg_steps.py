@@ -1,7 +1,8 @@
 """KG pipeline steps with a scripted client: failed calls are recorded (never filled in), hidden
 entities are masked for the generator, the deterministic question checks drop leaks and uncovered
-hops, the filters drop what they answer, long-form RACE weights are normalised, and the export of
-hand-built examples (DR Tulu short- and long-form rows, TRL prompt) loads back."""
+hops, extraction keeps only triples one sentence states, the filters drop what they answer, long-form
+RACE weights are normalised and the query is about the facts, and the export of hand-built examples
+(DR Tulu short- and long-form rows, TRL prompt) loads back."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ import pytest
 import yaml
 
 from rubricforge.llm.client import LLMResult
-from rubricforge.pipelines.kg.extract import extract
-from rubricforge.pipelines.kg.filters import run_filters
+from rubricforge.pipelines.kg.extract import extract, triple_edges
+from rubricforge.pipelines.kg.graph import EntityResolver
+from rubricforge.pipelines.kg.filters import judge_verdict, run_filters
 from rubricforge.pipelines.kg.longform import write_longform
-from rubricforge.pipelines.kg.questions import answer_words_in, facts, uncovered_hops, write_question
+from rubricforge.pipelines.kg.checks import answer_words_in, uncovered_hops
+from rubricforge.pipelines.kg.questions import facts, write_question
 from rubricforge.rubric_gen.race import LongFormAnswer, to_race
 from rubricforge.schema import KGEdge, KGExample, KGPath, Passage, Snippet
 from support import drtulu
@@ -47,10 +50,11 @@ class Tools:
 PATH = KGPath(id="kgp-0000", shape="chain", branches=[["a", "b", "c"]], answer="c", hops=2,
               names={"a": "Srinagar", "b": "Kashmir", "c": "K2"}, descriptions={"a": "city in India"},
               passage_ids=["p1", "p2"],
-              edges=[KGEdge(head="a", relation="mentions", tail="b", passage_id="p1",
+              edges=[KGEdge(head="a", relation="is a city in the disputed region of", tail="b", passage_id="p1", source="text",
                             evidence="Srinagar is a city in the disputed Kashmir region."),
-                     KGEdge(head="b", relation="mentions", tail="c", passage_id="p2",
+                     KGEdge(head="b", relation="has the Karakoram mountain", tail="c", passage_id="p2",
                             evidence="The Karakoram range of Kashmir holds K2, the second-highest mountain.")])
+PROFILE = "Mountain on the China–Pakistan border. K2 is the second-highest mountain on Earth."
 ALIASES = {"a": ["Srinagar"], "b": ["Kashmir", "Kashmir region"], "c": ["K2", "Mount Godwin-Austen"]}
 
 
@@ -61,7 +65,8 @@ def run(coro):
 def test_facts_mask_hidden_entities_and_their_aliases():
     text = facts(PATH, {"b": "X1", "c": "ANSWER"}, ALIASES)
     assert "Kashmir" not in text and "K2" not in text and "Srinagar" in text
-    assert "the disputed X1." in text and "holds ANSWER" in text and "[X1 -> ANSWER]" in text
+    assert "the disputed X1." in text and "holds ANSWER" in text and "X1 --has the Karakoram mountain--> ANSWER" in text
+    assert text.startswith('1. Srinagar --is a city in the disputed region of--> X1 (evidence: "Srinagar is a city in the disputed X1.")')
 
 
 def test_uncovered_hops_need_a_content_word_of_each_hops_evidence():
@@ -75,19 +80,19 @@ def test_question_steps_and_the_deterministic_drops():
     client = Scripted({"question": good}, {"question": "Which Karakoram mountain is in the disputed region near a "
                                                         "city in India?"}, {"question": "Karakoram mountain in the "
                                                                                         "disputed region near an Indian city?"})
-    rec = run(write_question(PATH, ALIASES, client, 100))
+    rec = run(write_question(PATH, ALIASES, PROFILE, client, 100))
     assert [c[1] for c in client.calls] == ["kg_question", "kg_obfuscate", "kg_rewrite"]
     assert "K2" not in client.calls[0][2] and "Kashmir" not in client.calls[0][2]  # masked for the generator
     assert "city in India" in client.calls[1][2]  # obfuscation is offered the corpus description
     assert rec["drop"] is None and rec["obfuscated_ok"] is True and rec["initial"] == good
 
-    leak = run(write_question(PATH, ALIASES, Scripted({"question": "Is Mount Godwin-Austen in the Karakoram?"},
+    leak = run(write_question(PATH, ALIASES, PROFILE, Scripted({"question": "Is Mount Godwin-Austen in the Karakoram?"},
                                                       {"question": "Is Mount Godwin-Austen in the Karakoram?"}), 100))
     assert leak["drop"] == "question names the answer (Mount Godwin-Austen)"
-    words = run(write_question(PATH, ALIASES, Scripted({"question": "Which Austen, the mount of Godwin, is it?"},
+    words = run(write_question(PATH, ALIASES, PROFILE, Scripted({"question": "Which Austen, the mount of Godwin, is it?"},
                                                        {"question": "Which Austen, the mount of Godwin, is it?"}), 100))
     assert words["drop"] == "question contains the answer's words (Mount Godwin-Austen)"
-    hidden = run(write_question(PATH, ALIASES, Scripted({"question": "Which Kashmir peak is in the Karakoram?"},
+    hidden = run(write_question(PATH, ALIASES, PROFILE, Scripted({"question": "Which Kashmir peak is in the Karakoram?"},
                                                         {"question": "Which Kashmir peak is in the Karakoram?"}), 100))
     assert hidden["drop"] == "question names an intermediate entity (Kashmir)"
 
@@ -107,7 +112,7 @@ def test_answer_words_in_the_question(question, forms, given):
 
 
 def test_a_failed_generator_call_is_recorded_not_filled_in():
-    rec = run(write_question(PATH, ALIASES, Scripted(None), 100))
+    rec = run(write_question(PATH, ALIASES, PROFILE, Scripted(None), 100))
     assert rec["question"] is None and rec["initial"] is None
     assert rec["drop"].startswith("generation failed: no valid answer after 3 attempt(s)")
     passage = Passage(id="p1", title="Srinagar", text="Srinagar is a city in Kashmir.")
@@ -115,13 +120,18 @@ def test_a_failed_generator_call_is_recorded_not_filled_in():
     assert ext["triples"] == [] and ext["error"].startswith("no valid answer")
 
 
-def test_extraction_keeps_only_names_written_in_the_passage():
-    passage = Passage(id="p1", title="Srinagar", text="Srinagar is a city in Kashmir. It was a rivalry.")
-    triples = [{"head": "Srinagar", "relation": "located in", "tail": "Kashmir"},
+def test_extraction_keeps_only_triples_one_sentence_states():
+    passage = Passage(id="p1", title="Srinagar", text="Srinagar is a city in Kashmir. It was a rivalry. Srinagar "
+                                                       "hosts a festival. Kashmir has lakes.")
+    triples = [{"head": "Srinagar", "relation": "city in", "tail": "Kashmir"},
+               {"head": "Srinagar", "relation": "married", "tail": "Kashmir"},  # both names, not the relation
                {"head": "Srinagar", "relation": "twinned with", "tail": "Paris"},  # not in the passage
-               {"head": "It", "relation": "was", "tail": "a rivalry"}]  # not a name
+               {"head": "It", "relation": "was", "tail": "a rivalry"},  # not a name
+               {"head": "Srinagar", "relation": "has lakes in", "tail": "Kashmir"}]  # two sentences, not one
     rec = run(extract(passage, Scripted({"triples": triples}), 100))
     assert rec["triples"] == triples[:1] and rec["ungrounded"] == triples[1:] and rec["error"] is None
+    edges = triple_edges(passage, rec["triples"], EntityResolver())
+    assert [(e.relation, e.evidence, e.source) for e in edges] == [("city in", "Srinagar is a city in Kashmir.", "llm")]
 
 
 QUESTION = "Which mountain of the Karakoram lies in the disputed region that contains Srinagar?"
@@ -131,12 +141,12 @@ SNIPPETS = [Snippet(id="s1", passage_id="p9", title="Himalayas", text="A mountai
 @pytest.mark.parametrize("answers,drop", [
     ([{"answer": "K2"}], "answered closed-book by the judge"),
     ([{"answer": "Everest"}, {"answer": "Mount Godwin-Austen"}], "answered from one search call"),
-    ([{"answer": "Everest"}, {"answer": "Nanga Parbat"}, {"plausible": True, "unique": False, "reason": "two peaks"}],
+    ([{"answer": "Everest"}, {"answer": "Nanga Parbat"}, {"derivable": True, "unique": False, "reason": "two peaks"}],
      "answer not unique: two peaks"),
-    ([{"answer": "Everest"}, {"answer": "Nanga Parbat"}, {"plausible": False, "unique": True, "reason": "odd"}],
-     "implausible: odd"),
+    ([{"answer": "Everest"}, {"answer": "Nanga Parbat"}, {"derivable": False, "unique": True, "reason": "odd"}],
+     "not derivable from the hop facts: odd"),
     ([None], "direct_answer unscored: the judge failed (no valid answer after 3 attempt(s): no JSON object found)"),
-    ([{"answer": "Everest"}, {"answer": "Nanga Parbat"}, {"plausible": True, "unique": True, "reason": "fine"}], None),
+    ([{"answer": "Everest"}, {"answer": "Nanga Parbat"}, {"derivable": True, "unique": True, "reason": "fine"}], None),
 ])
 def test_filters_drop_with_their_reason(answers, drop):
     client, tools = Scripted(*answers), Tools(SNIPPETS)
@@ -144,6 +154,10 @@ def test_filters_drop_with_their_reason(answers, drop):
                           ["direct_answer", "single_retrieval", "plausibility"], 100))
     assert rec["drop"] == drop and len(rec["results"]) == len(answers) and not client.answers
     assert all(role == "judge" for role, _, _ in client.calls)
+    if len(answers) == 3:  # the derivation judge sees each hop's relation and evidence
+        assert "Kashmir --has the Karakoram mountain--> K2 (evidence: \"The Karakoram range" in client.calls[2][2]
+        verdict = "derivable, unique" if drop is None else "not unique" if "unique" in drop else "not derivable"
+        assert judge_verdict(rec["results"]) == verdict
     if len(answers) > 1:
         assert tools.queries == [QUESTION] and rec["answer_passage_retrieved"] is False
 

@@ -6,12 +6,20 @@
   any node two or more hops further on (in particular the start or an intermediate to the answer).
 * :func:`check_independence` — the branches of a multi-branch subgraph share only the answer: no
   common node, no edge and no passage linking a node of one branch to a node of another.
+* :func:`check_determinacy` — every hop determines the entity it leads to, so the answer is the only one
+  the facts allow (MindDR's answer uniqueness, checked on the relation's words): read along its direction
+  ("Lyon *is a city in* France": Lyon → France) a relation of the form copula + article + noun ("is a city
+  in", "is the capital of") or copula + a participle that names one thing ("was born in", "was founded
+  by") does; read against it (France → ?) only a definite role does ("Paris *is the capital of* France":
+  France → Paris), since France has many cities.
 
-:func:`check_structure` guards the rest: every hop is an edge of the graph between consecutive nodes.
+:func:`check_structure` guards the rest: every hop is a typed edge of the graph between consecutive nodes (a
+``mentions`` link states no fact, so it is never a hop).
 """
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Callable
 from itertools import combinations
@@ -23,6 +31,10 @@ if TYPE_CHECKING:
     import networkx as nx
 
 Search = Callable[[str, int], list[str]]  # (query, k) -> passage ids, best first
+_COPULA = r"(?:is|was|are|were|has been|had been)\s+(?:[a-z]+ly\s+)?"
+DEFINITE = re.compile(rf"^{_COPULA}the\s")  # "is the capital of": one entity per tail
+FUNCTIONAL = re.compile(rf"^{_COPULA}(?:the|a|an)\s|^{_COPULA}(?:born|founded|located|named|succeeded|preceded|"
+                        r"written|designed|built|established|created|invented|composed|painted)\s")
 
 
 def passage_mentions(g: nx.MultiDiGraph) -> dict[str, set[str]]:
@@ -53,6 +65,8 @@ def check_structure(g: nx.MultiDiGraph, path: KGPath) -> list[str]:
     for (a, b), e in zip(hops, path.edges, strict=True):
         if {e.head, e.tail} != {a, b}:
             failures.append(f"edge {e.head}->{e.tail} is not the hop {a}–{b}")
+        elif e.source == "link":
+            failures.append(f"hop {e.head}->{e.tail} is a bare link ({e.relation}), not a stated relation")
         elif not any(d.get("passage_id") == e.passage_id and d.get("relation") == e.relation
                      for d in g.get_edge_data(e.head, e.tail, default={}).values()):
             failures.append(f"edge {e.head}->{e.tail} ({e.relation}, {e.passage_id}) is not in the graph")
@@ -67,6 +81,18 @@ def check_reachability(path: KGPath, search: Search, k: int) -> list[str]:
         query = f"{path.names.get(e.head, e.head)} {path.names.get(e.tail, e.tail)}"
         if e.passage_id not in search(query, k)[:k]:
             failures.append(f"hop {e.head}->{e.tail}: passage {e.passage_id} is not in the top {k} for '{query}'")
+    return failures
+
+
+def check_determinacy(path: KGPath) -> list[str]:
+    failures = []
+    for branch in path.branches:
+        for a, b in zip(branch, branch[1:], strict=False):
+            e = next(e for e in path.edges if {e.head, e.tail} == {a, b})
+            forward = e.head == a
+            if not (FUNCTIONAL if forward else DEFINITE).search(e.relation):
+                failures.append(f"hop {a}->{b} ('{e.relation}' read {'along' if forward else 'against'} its "
+                                f"direction) does not determine {b}")
     return failures
 
 

@@ -1,11 +1,13 @@
 """Relation extraction (MindDR §4.1 graph construction): typed triples from a slice of passages.
 
 One structured call per passage. A triple is kept only when its head and its tail are names (a
-capitalised word or a digit in them) written in the passage (case-insensitive): the 0.5B default
-model invents names and returns phrases such as "a rivalry", and an edge must be stated by its
-passage; the others are logged as ``ungrounded``. Kept triples become :class:`~rubricforge.schema.KGEdge` s (source ``llm``) whose evidence
-is the passage sentence naming the tail (else the head); canonicalisation merges their names with
-article titles and with each other (:class:`~.graph.EntityResolver`).
+capitalised word or a digit in them) and one sentence of the passage states it (:func:`stating_sentence`):
+both names written in it (case-insensitive, whole words) and every content word of the relation (compared
+by its first :data:`STEM` letters: "married" ~ "marriage"). The small embedded models invent names,
+returns phrases such as "a rivalry" and relations its passage never states ("wife of" for two names of
+one sentence); those are logged as ``ungrounded``. Kept triples become :class:`~rubricforge.schema.KGEdge` s
+(source ``llm``) whose evidence is that sentence; canonicalisation merges their names with article titles
+and with each other (:class:`~.graph.EntityResolver`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from rubricforge.llm.structured import Str40, Str60
-from rubricforge.pipelines.kg.graph import EntityResolver, sentences
+from rubricforge.pipelines.kg.graph import FUNCTION_WORDS, EntityResolver, sentences
 from rubricforge.pipelines.prompting import render
 from rubricforge.schema import KGEdge, Passage
 
@@ -25,7 +27,9 @@ if TYPE_CHECKING:
 
 MAX_TRIPLES = 5
 PASSAGE_CHARS = 1200  # of the passage shown to the extractor
+STEM = 5
 _NAME = re.compile(r"\b[A-Z0-9]")
+_VERBS = frozenset("is was are were be been being has had have".split())
 
 
 class Triple(BaseModel):
@@ -38,6 +42,20 @@ class Triples(BaseModel):
     triples: list[Triple] = Field(json_schema_extra={"maxItems": MAX_TRIPLES})
 
 
+def _stems(text: str) -> set[str]:
+    return {w[:STEM] for w in re.findall(r"[a-z0-9]+", text.lower())}
+
+
+def stating_sentence(text: str, head: str, relation: str, tail: str) -> str | None:
+    """The first sentence of ``text`` that writes ``head`` and ``tail`` (case-insensitive, whole words) and every
+    content word of ``relation``; None when there is none, or when the relation has no content word ("is")."""
+    wanted = _stems(" ".join(w for w in relation.lower().split() if w not in FUNCTION_WORDS and w not in _VERBS))
+    if not wanted:
+        return None
+    names = [re.compile(rf"(?<!\w){re.escape(n)}(?!\w)", re.IGNORECASE) for n in (head, tail)]
+    return next((s for s in sentences(text) if all(n.search(s) for n in names) and wanted <= _stems(s)), None)
+
+
 async def extract(passage: Passage, client: LLMClient, max_tokens: int) -> dict[str, Any]:
     """The log record for one passage: ``triples`` (grounded), ``ungrounded`` and ``error``."""
     text = passage.text[:PASSAGE_CHARS]
@@ -45,26 +63,27 @@ async def extract(passage: Passage, client: LLMClient, max_tokens: int) -> dict[
         "kg_extract", title=passage.title, text=text)}], output=Triples, stage="kg_extract", max_tokens=max_tokens)
     if not res.ok:
         return {"passage_id": passage.id, "triples": [], "ungrounded": [], "error": res.error}
-    low = passage.text.lower()
     kept: list[dict[str, Any]] = []
     ungrounded: list[dict[str, Any]] = []
     for t in res.value.triples[:MAX_TRIPLES]:
         triple = {k: " ".join(str(v).split()) for k, v in t.model_dump().items()}
-        ok = triple["relation"] and all(triple[k].lower() in low and _NAME.search(triple[k]) for k in ("head", "tail"))
-        (kept if ok and triple["head"].lower() != triple["tail"].lower() else ungrounded).append(triple)
+        ok = all(_NAME.search(triple[k]) for k in ("head", "tail")) and triple["head"].lower() != triple["tail"].lower()
+        stated = ok and stating_sentence(passage.text, triple["head"], triple["relation"], triple["tail"])
+        (kept if stated else ungrounded).append(triple)
     return {"passage_id": passage.id, "triples": kept, "ungrounded": ungrounded, "error": None}
 
 
 def triple_edges(passage: Passage, triples: list[dict[str, str]], resolver: EntityResolver) -> list[KGEdge]:
-    """Edges for a passage's grounded triples (names resolved to canonical node ids)."""
-    sents = sentences(passage.text)
+    """Edges for a passage's kept triples (names resolved to canonical node ids), each with the sentence that
+    states it."""
     out = []
     for t in triples:
+        evidence = stating_sentence(passage.text, t["head"], t["relation"], t["tail"])
+        if evidence is None:  # a triple logged before extraction checked sentences
+            continue
         head, tail = resolver.resolve(t["head"]), resolver.resolve(t["tail"])
         if head is None or tail is None or head == tail:
             continue
-        evidence = next((s for name in (t["tail"], t["head"]) for s in sents if name.lower() in s.lower()),
-                        f"{t['head']} {t['relation']} {t['tail']}")
         out.append(KGEdge(head=head, relation=t["relation"].lower(), tail=tail, passage_id=passage.id,
                           evidence=evidence[:300], source="llm"))
     return out

@@ -4,8 +4,10 @@
 * ``single_retrieval`` — one search call with the question (``tools.top_k`` results), the judge
   answers from those results only; a matching answer drops it. Whether the answer's own passage was
   among the results is kept for the difficulty label.
-* ``plausibility`` — the judge checks the question against the subgraph's facts: implausible, or an
-  answer that is not unique, drops it.
+* ``plausibility`` — the judge is given the hop facts (relation and evidence sentence of each hop) and asked
+  whether the answer can be derived from them as the question describes them, and whether it is the only
+  answer they allow (MindDR's condition and reasoning plausibility); either "no" drops the question. Its
+  verdict is counted by :func:`judge_verdict`.
 
 A judge call that fails (an answer that is no valid JSON) is recorded and drops the question as unscored (never a
 silent pass); one the provider never answered leaves the subgraph unfinished (:mod:`.run`).
@@ -36,8 +38,8 @@ class Answer(BaseModel):
     answer: Str80
 
 
-class Plausibility(BaseModel):
-    plausible: bool
+class Derivation(BaseModel):
+    derivable: bool
     unique: bool
     reason: Str200
 
@@ -81,9 +83,9 @@ async def run_filters(question: str, path: KGPath, aliases: list[str], answer_pa
             drop = res.ok and answers_match(res.value.answer, aliases) and "answered from one search call"
         else:
             res = await _judge(client, render("kg_plausibility", question=question, answer=path.names[path.answer],
-                                              facts=facts(path)), Plausibility, "kg_plausibility", max_tokens)
+                                              facts=facts(path)), Derivation, "kg_plausibility", max_tokens)
             result = {**(res.value.model_dump() if res.ok else {}), "error": res.error}
-            drop = res.ok and ((not res.value.plausible and f"implausible: {res.value.reason}")
+            drop = res.ok and ((not res.value.derivable and f"not derivable from the hop facts: {res.value.reason}")
                                or (not res.value.unique and f"answer not unique: {res.value.reason}"))
         record["results"][name] = result
         if not res.ok:
@@ -93,6 +95,17 @@ async def run_filters(question: str, path: KGPath, aliases: list[str], answer_pa
         if record["drop"]:
             break
     return record
+
+
+def judge_verdict(record: dict[str, Any] | None) -> str | None:
+    """The derivation judge's verdict in a filter record: ``"derivable, unique"``, ``"not derivable"``, ``"not
+    unique"`` or ``"unscored"`` (None when it did not run)."""
+    res = (record or {}).get("plausibility")
+    if res is None:
+        return None
+    if res.get("error") or "derivable" not in res:
+        return "unscored"
+    return "not derivable" if not res["derivable"] else "not unique" if not res["unique"] else "derivable, unique"
 
 
 def drop_category(reason: str) -> str:

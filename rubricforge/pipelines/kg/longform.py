@@ -1,5 +1,6 @@
-"""Long-form variants (MindDR §4.6, App. 8.1; query-specific rubrics §3.2): a research-style query built
-from the entity path, with RACE rubrics — four dimensions, their weights and weighted criteria.
+"""Long-form variants (MindDR §4.6, App. 8.1; query-specific rubrics §3.2): a research-style query about
+the facts of the path (each hop's relation and evidence sentence, not a list of names to "connect"), with
+RACE rubrics — four dimensions, their weights and weighted criteria.
 
 One structured call (generator) answering :class:`~rubricforge.rubric_gen.race.LongFormAnswer`, normalised
 by :func:`~rubricforge.rubric_gen.race.to_race` (the model's raw weights are kept in the log); an answer
@@ -21,9 +22,8 @@ if TYPE_CHECKING:
 
 async def write_longform(path: KGPath, client: LLMClient, max_tokens: int) -> dict[str, Any]:
     """The log record: ``race`` (RaceRubrics as JSON) or ``error``, plus the model's raw weights."""
-    entities = ", ".join(path.names[n] for n in dict.fromkeys(n for b in path.branches for n in b))
     res = await client.generate("generator", [{"role": "user", "content": render(
-        "kg_longform", entities=entities, facts=facts(path))}], output=LongFormAnswer, stage="kg_longform",
+        "kg_longform", facts=facts(path))}], output=LongFormAnswer, stage="kg_longform",
         max_tokens=max_tokens)
     if not res.ok:
         return {"race": None, "error": res.error}

@@ -77,14 +77,16 @@ class KGSummary:
     passages: int = 0  # scanned for title links
     extracted: int = 0  # passages read by the LLM extractor
     extraction_failures: int = 0
-    triples: int = 0  # grounded triples kept
+    triples: int = 0  # LLM triples kept (one sentence states them)
     ungrounded_triples: int = 0
+    stated_edges: int = 0  # typed edges read off sentences without the LLM (source "text")
     graph: dict[str, Any] = field(default_factory=dict)
     paths: int = 0
     sampling_attempts: int = 0
     sampling_rejected: dict[str, int] = field(default_factory=dict)
     questions: int = 0  # paths that went through question generation
     drops: dict[str, int] = field(default_factory=dict)  # reason category -> count
+    judge_verdicts: dict[str, int] = field(default_factory=dict)  # the derivation judge's verdicts
     retained: int = 0
     longform: int = 0  # retained examples with RACE rubrics
     computed_now: dict[str, int] = field(default_factory=dict)
@@ -99,9 +101,12 @@ class KGSummary:
         """What the CLI prints about the stages and the export's rows."""
         g = self.graph
         drops = ", ".join(f"{k} {v}" for k, v in sorted(self.drops.items())) or "none"
+        verdicts = ", ".join(f"{k} {v}" for k, v in sorted(self.judge_verdicts.items())) or "none"
         return [f"{self.status} in {self.seconds:.0f}s: passages {self.passages} (LLM-read {self.extracted}, "
-                f"triples {self.triples}) · graph {g.get('nodes', 0)} nodes, {g.get('edges', 0)} edges · subgraphs "
+                f"triples {self.triples}, stated edges {self.stated_edges}) · graph {g.get('nodes', 0)} nodes, "
+                f"{g.get('edges', 0)} edges · subgraphs "
                 f"{self.paths} ({self.sampling_attempts} tried) · questions {self.questions} · drops: {drops} · "
+                f"judge: {verdicts} · "
                 f"retained {self.retained} (long-form {self.longform}) · dataset rows {self.rows}",
                 f"this call: {int(self.ledger.get('calls', 0))} LLM calls, "
                 f"{int(self.ledger.get('prompt_tokens', 0)) + int(self.ledger.get('completion_tokens', 0))} tokens"]
@@ -115,10 +120,12 @@ def kg_settings(cfg: Config, corpus_hash: str, generator: str) -> dict[str, Any]
             "corpus_hash": corpus_hash, "generator_model": generator, "top_k": cfg.tools.top_k}
 
 
-def extraction_slice(passages: list[Passage], link_degree: Counter[str], n: int, seed: int) -> list[Passage]:
-    """``n`` passages (seeded) of articles that are linked but not hubs, so new relations join the graph."""
+def extraction_slice(passages: list[Passage], link_degree: Counter[str], typed: set[str], n: int,
+                     seed: int) -> list[Passage]:
+    """``n`` passages (seeded) of articles that are linked but not hubs and already an end of a stated relation
+    (``typed``), so the relations the LLM adds join the typed graph that walks move over."""
     lo, hi = SLICE_DEGREE
-    pool = [p for p in passages if lo <= link_degree[node_id(p.title)] <= hi]
+    pool = [p for p in passages if lo <= link_degree[node_id(p.title)] <= hi and node_id(p.title) in typed]
     return sorted(random.Random(seed).sample(pool, min(n, len(pool))), key=lambda p: p.id)
 
 
@@ -202,9 +209,10 @@ class KGRun:
         for p in passages:
             resolver.add_article(p)
         edges = title_links(passages, resolver, self.k.min_title_chars)
-        degree: Counter[str] = Counter(n for e in edges for n in (e.head, e.tail))
+        degree: Counter[str] = Counter(n for e in edges if e.source == "link" for n in (e.head, e.tail))
+        typed = {n for e in edges if e.source != "link" for n in (e.head, e.tail)}
         log = self.logs["kg_extractions"]
-        chosen = extraction_slice(passages, degree, self.k.extract_passages, self.k.seed)
+        chosen = extraction_slice(passages, degree, typed, self.k.extract_passages, self.k.seed)
         self.n_passages, self.chosen = len(passages), [p.id for p in chosen]
         with self._watch("kg extract", "kg_extractions", [p.id for p in chosen]):
             for p in chosen:
@@ -258,7 +266,9 @@ class KGRun:
         q_log, f_log, l_log = (self.logs[n] for n in ("kg_questions", "kg_filters", "kg_longform"))
         aliases = {n: g.nodes[n]["aliases"] for n in path.names}
         if path.id not in q_log:
-            await self._item("kg_questions", path.id, write_question(path, aliases, self.client, self.k.call_max_tokens))
+            profile = " ".join(filter(None, (g.nodes[path.answer].get(k) for k in ("description", "lead"))))
+            await self._item("kg_questions", path.id, write_question(path, aliases, profile, self.client,
+                                                                     self.k.call_max_tokens))
         question = q_log.finished(path.id)
         if question.drop:
             return
@@ -315,22 +325,28 @@ class KGRun:
     # ---------------------------------------------------------- summary, manifest, progress
 
     def _summary(self, status: str, examples: list[KGExample]) -> KGSummary:
-        from rubricforge.pipelines.kg.filters import drop_category
+        from rubricforge.pipelines.kg.filters import drop_category, judge_verdict
 
         ext = [r for pid in self.chosen if (r := self.logs["kg_extractions"].item(pid)) is not None]
         paths = [KGPath.model_validate(p) for p in self.sampling["paths"]]
         drops: Counter[str] = Counter()
+        verdicts: Counter[str] = Counter()
         for p in paths:
             for name in ("kg_questions", "kg_filters"):
                 if (rec := self.logs[name].item(p.id)) and rec.drop:
                     drops[drop_category(rec.drop)] += 1
+            if (f := self.logs["kg_filters"].item(p.id)) and (verdict := judge_verdict(f.results)):
+                verdicts[verdict] += 1
         totals = self.run_dir.invocation_totals(self.invocation)
         return KGSummary(
             run_dir=str(self.run_dir.path), status=status, passages=self.n_passages, extracted=len(ext),
             extraction_failures=sum(1 for r in ext if r.error), triples=sum(len(r.triples) for r in ext),
-            ungrounded_triples=sum(len(r.ungrounded) for r in ext), graph=self.graph_stats, paths=len(paths),
+            ungrounded_triples=sum(len(r.ungrounded) for r in ext),
+            stated_edges=self.graph_stats.get("edges_by_source", {}).get("text", 0), graph=self.graph_stats,
+            paths=len(paths),
             sampling_attempts=self.sampling["attempts"], sampling_rejected=self.sampling["rejected"],
             questions=sum(1 for p in paths if p.id in self.logs["kg_questions"]), drops=dict(drops),
+            judge_verdicts=dict(verdicts),
             retained=len(examples), longform=sum(1 for e in examples if e.race_rubrics),
             computed_now=dict(self.computed), ledger=totals.get("ledger", {}).get("total", {}),
             seconds=round(time.monotonic() - self.t0, 1))

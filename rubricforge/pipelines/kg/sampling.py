@@ -1,10 +1,12 @@
 """Subgraph sampling (MindDR §4.1): chains of 1–5 hops and two-branch subgraphs meeting at the answer.
 
-Walks move over the undirected view of the graph, never revisiting a node; each step picks a
-neighbour with probability proportional to ``degree ** -hub_exponent`` so hub entities (a country,
-a century) rarely carry a path. A candidate is kept only if it passes every check of
-:mod:`.constraints` — structure, path necessity, structural independence, then reachability (the
-search, the costliest, last); each rejection is counted by the constraint that failed.
+Walks move over the undirected view of the graph's *typed* edges (sources ``llm`` and ``text``: a
+relation a sentence states), never revisiting a node; each step picks a neighbour with probability
+proportional to ``degree ** -hub_exponent`` so hub entities (a country, a century) rarely carry a path.
+A ``mentions`` link is never a hop: it only guides sampling, as a shortcut or a cross-branch tie that
+rejects a candidate (:mod:`.constraints`). A candidate is kept only if it passes every check of
+:mod:`.constraints` — structure, path necessity, structural independence, determinacy, then
+reachability (the search, the costliest, last); each rejection is counted by the constraint that failed.
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ from typing import TYPE_CHECKING
 
 from rubricforge.config import KGConfig
 from rubricforge.extras import needs
-from rubricforge.pipelines.kg.constraints import (Search, check_independence, check_necessity, check_reachability,
-                                                  check_structure, passage_mentions)
+from rubricforge.pipelines.kg.constraints import (Search, check_determinacy, check_independence, check_necessity,
+                                                  check_reachability, check_structure, passage_mentions)
 from rubricforge.schema import KGEdge, KGPath
 
 if TYPE_CHECKING:
@@ -61,9 +63,20 @@ def walk(und: nx.Graph, rng: random.Random, start: str, steps: int, exponent: fl
     return nodes
 
 
+def typed_view(g: nx.MultiDiGraph) -> nx.Graph:
+    """The undirected graph of the typed edges (every node with one), what walks move over."""
+    with needs("data"):
+        import networkx as nx
+
+    und = nx.Graph()
+    und.add_edges_from((u, v) for u, v, source in g.edges(data="source") if source != "link")
+    return und
+
+
 def hop_edge(g: nx.MultiDiGraph, a: str, b: str) -> KGEdge:
-    """The edge stating a hop between ``a`` and ``b``: an LLM-typed relation before a bare link."""
-    found = [d for u, v in ((a, b), (b, a)) for d in g.get_edge_data(u, v, default={}).values()]
+    """The typed edge stating a hop between ``a`` and ``b``: an LLM relation before a sentence's own words."""
+    found = [d for u, v in ((a, b), (b, a)) for d in g.get_edge_data(u, v, default={}).values()
+             if d["source"] != "link"]
     best = min(found, key=lambda d: (d["source"] != "llm", d["passage_id"], d["relation"]))
     return KGEdge.model_validate({k: best[k] for k in KGEdge.model_fields})
 
@@ -103,6 +116,7 @@ def violations(g: nx.MultiDiGraph, path: KGPath, search: Search, k: int,
     for name, check in (("structure", lambda: check_structure(g, path)),
                         ("necessity", lambda: check_necessity(g, path, mentions)),
                         ("independence", lambda: check_independence(g, path, mentions)),
+                        ("determinacy", lambda: check_determinacy(path)),
                         ("reachability", lambda: check_reachability(path, search, k))):
         if failures := check():
             return name, failures
@@ -111,11 +125,8 @@ def violations(g: nx.MultiDiGraph, path: KGPath, search: Search, k: int,
 
 def sample_paths(g: nx.MultiDiGraph, cfg: KGConfig, search: Search) -> Sampled:
     """``cfg.n_paths`` checked subgraphs (fewer when ``cfg.sample_attempts`` runs out for a shape)."""
-    with needs("data"):
-        import networkx as nx
-
     rng = random.Random(cfg.seed)
-    und = nx.Graph(g)
+    und = typed_view(g)
     nodes = sorted(n for n in und if und.degree(n) > 0)
     mentions = passage_mentions(g)
     out = Sampled(paths=[])
