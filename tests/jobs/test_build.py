@@ -264,7 +264,9 @@ def test_the_default_pipeline_with_the_default_model_retains_a_grounded_row(smal
 
 def handwritten_merge(tree) -> dict:
     """A Fig. 11 answer that passes the rule checks (the 0.5B model's own never does), so the real
-    verifier gets a candidate to audit. Marked ``"note": "hand-written"`` in the recording."""
+    verifier gets a candidate to audit. Marked ``"note": "hand-written"`` in the recording. Its R1 states no fact
+    of its evidence, so the deterministic repairs rewrite it from its evidence statement before the verifier sees
+    it (the recorded KEEP is keyed on the repaired candidate)."""
     from rubricforge.pipelines.tree.serialize import leaf_nodes
 
     leaves = [leaf for leaf in leaf_nodes(tree) if leaf.statements][:2]
