@@ -66,7 +66,7 @@ FRAME = frozenset("state stated mention mentioned identify identified note noted
                   "give provide provided list cite discuss discussed report reported quantify specify define outline "
                   "summarize summarise highlight recognize recognise acknowledge indicate emphasize answer response "
                   "correctly accurately clearly known called referred".split())
-LOGICAL_FRAME = FRAME | frozenset("compare compared comparing distinguish distinguished distinguishing differ differ "
+LOGICAL_FRAME = FRAME | frozenset("compare compared comparing distinguish distinguished distinguishing differ "
                                   "differed difference similarity similar contrast contrasting relate related relation "
                                   "relationship".split())
 
