@@ -36,6 +36,10 @@ class PromptFiles:
             raise KeyError(f"no prompt template '{name}' in {self.folder}")
         return _LEADING_COMMENT.sub("", path.read_text(encoding="utf-8")).strip()
 
+    def text(self, name: str) -> str:
+        """The template ``name`` as the model sees it (leading comment removed), placeholders unfilled."""
+        return self._template(name)
+
     def placeholders(self, name: str) -> set[str]:
         """The variable names a template expects."""
         return set(_PLACEHOLDER.findall(self._template(name)))

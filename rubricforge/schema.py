@@ -111,6 +111,22 @@ class Criterion(Record):
     title: str = ""
 
 
+RepairCategory = Literal["Question–rubric mismatch", "Evidence sufficiency / grounding", "Question scope / merge overreach",
+                         "Negative-weight rubric removal", "Rubric design / granularity",
+                         "Entity / domain / time mismatch"]  # DeepRubric Table 7's revision reasons
+
+
+class Repair(Record):
+    """One deterministic repair of a candidate or a revision (:mod:`rubricforge.pipelines.tree.repairs`)."""
+
+    target: str  # a rubric id, or "question"
+    action: Literal["rewritten", "removed"]
+    category: RepairCategory
+    reason: str
+    before: str
+    after: str = ""  # the rewritten text (empty when removed)
+
+
 class Candidate(Record):
     """A query–rubric candidate from the bottom-up merge, before verification."""
 
@@ -124,6 +140,7 @@ class Candidate(Record):
     tree_cut: dict[str, Any] = Field(default_factory=dict)  # what the serialization limits left out
     rubrics: list[Criterion] = Field(default_factory=list)
     rule_failures: list[str] = Field(default_factory=list)  # empty = passed the deterministic checks
+    repairs: list[Repair] = Field(default_factory=list)  # deterministic repairs made before the rule checks
     generation_error: str | None = None  # set when the generator's output could not be read
     raw: str | None = None  # the generator's text when unreadable
 
@@ -140,6 +157,7 @@ class Verification(Record):
     revised_question: str | None = None
     revised_rubrics: list[Criterion] | None = None
     rule_failures: list[str] = Field(default_factory=list)  # of the revised rubrics
+    repairs: list[Repair] = Field(default_factory=list)  # deterministic repairs of the revision
     implementation_guidance: Any = None
     raw: str | None = None  # the verifier's text when unparseable
     rejected_revisions: list[dict[str, Any]] = Field(default_factory=list)  # earlier answers whose revision failed

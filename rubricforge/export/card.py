@@ -149,6 +149,15 @@ def _table7(s: dict[str, Any]) -> str:
               f"spaces; nothing matching is \"{OTHER}\":\n\n{rules}\n\nMost frequent error tags: {tags}")
 
 
+def _repairs(s: dict[str, Any]) -> str:
+    repairs = s.get("repairs") or {}
+    rows = [[category, _num(n["rewritten"]), _num(n["removed"]), _pct(PAPER_TABLE7[category])]
+            for category, n in repairs.items()]
+    return ("Made without a model before the rule checks (and in verifier revisions), each in the Table 7 category it "
+            "repairs; the paper's column is its verifier's share of revisions, for comparison of the mix.\n\n"
+            + _table(["Category (Table 7)", "Rewritten", "Removed", "Paper (Table 7 rate)"], rows))
+
+
 def _cost(s: dict[str, Any]) -> str:
     cost = s["cost"]
     per_ex = cost["by_stage_per_retained_example"]
@@ -216,6 +225,10 @@ when every evidence string is, verbatim, a passage sentence its source leaf sele
 ## Revision reasons (DeepRubric Table 7)
 
 {_table7(stats)}
+
+### Deterministic repairs
+
+{_repairs(stats)}
 
 ## Quality gates
 

@@ -20,6 +20,10 @@ Definitions (also printed on the dataset card):
   of their source leaves that is an exact passage span (a sentence the extractor selected, with its
   offsets), over factual criteria.
 
+Deterministic repairs (:mod:`rubricforge.pipelines.tree.repairs`): the rubrics rewritten and removed, and the
+questions narrowed, before the rule checks (``Candidate.repairs``) and in verifier revisions
+(``Verification.repairs``) of the generated candidates, counted by the Table 7 category each repair belongs to.
+
 Table 7 reasons: each REVISE verdict gets one *primary* reason — its first error tag (then its
 first major issue) that matches one of :data:`REVISION_RULES`, tried in the order listed, on the
 lower-cased text with ``_``/``-`` read as spaces; nothing matching is "Other". Weight and scoring
@@ -34,6 +38,7 @@ from statistics import mean
 from typing import Any
 
 from rubricforge.export.run import RunData
+from rubricforge.pipelines.tree.repairs import count_repairs
 from rubricforge.schema import Criterion, EvidenceTree, Verification
 
 DECISIONS = ("KEEP", "REVISE", "DROP", "UNPARSEABLE")
@@ -120,6 +125,7 @@ def compute_stats(run: RunData) -> dict[str, Any]:
         "generated_candidates": _example_stats([(c.tree_id, c.selected_leaf_ids, c.rubrics)
                                                 for c in generated if c.rubrics], run.trees),
         "revision_reasons": _revision_reasons([v for v in verdicts if v.decision == "REVISE"]),
+        "repairs": count_repairs([r for c in generated for r in c.repairs] + [r for v in verdicts for r in v.repairs]),
         "cost": _cost(run.manifest.get("ledger") or {}, n_ret, len(trees)),
         "empty_reason": None if n_ret else _empty_reason(counts, run),
         "unreadable_records": run.rejects,

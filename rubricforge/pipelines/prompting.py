@@ -13,6 +13,7 @@ PROMPT_DIR = Path(__file__).with_name("prompts")
 _FILES = PromptFiles(PROMPT_DIR)
 
 placeholders = _FILES.placeholders
+template = _FILES.text
 render = _FILES.render
 prompt_hash = _FILES.prompt_hash
 

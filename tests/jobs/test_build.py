@@ -88,6 +88,24 @@ def test_the_recorded_keep_is_the_verdict_on_the_hand_written_candidate(small_in
     assert verdicts["tree-0001--tree"]["decision"] == "KEEP"
 
 
+def test_the_repairs_are_counted_by_category_in_summary_manifest_card_and_viewer(reference):
+    """The hand-written candidate's R1 ("States the specific fact reported in the selected evidence.") is rewritten
+    from its evidence: one grounding repair, in the merge trace, the summary, the manifest, the card and the viewer."""
+    run, summary = reference["dir"], reference["full"]
+    candidate = next(json.loads(x)["candidate"] for x in lines(run, "candidates") if json.loads(x)["key"] == "tree-0001--tree")
+    [repair] = candidate["repairs"]
+    assert (repair["target"], repair["action"], repair["category"]) == ("R1", "rewritten", "Evidence sufficiency / grounding")
+    assert candidate["rubrics"][0]["description"] == repair["after"] and repair["after"].startswith("States that ")
+    assert candidate["merge_trace"][-1] == {"step": "repair", **repair}
+    grounding = {"rewritten": 1, "removed": 0}
+    assert summary.repairs["Evidence sufficiency / grounding"] == grounding and len(summary.repairs) == 6
+    assert "Evidence sufficiency / grounding 1 rewritten / 0 removed" in summary.lines()[-1]
+    assert json.loads((run / "manifest.json").read_text())["counts"]["repairs"] == summary.repairs
+    card = (run / "dataset" / "README.md").read_text()
+    assert "### Deterministic repairs" in card and "| Evidence sufficiency / grounding | 1 | 0 | 18.2% |" in card
+    assert repair["reason"] in Path(reference["job"].viewer).read_text()
+
+
 def test_a_finished_run_rerun_recomputes_nothing(small_index_cfg, reference, tmp_path):
     run = tmp_path / "run"
     run_build(replay(small_index_cfg, run), progress=False)
@@ -257,6 +275,13 @@ def test_the_default_pipeline_with_the_default_model_retains_a_grounded_row(smal
     statements = {s["text"] for n in tree["nodes"].values() for s in n["statements"]}
     factual = [r for r in row["rubrics"] if r["type"] == "factual"]
     assert factual and all(e in statements for r in factual for e in r["evidence"])
+    # no duplicate, unsupported, off-topic or copied rubric by the deterministic repairs (issue 34)
+    from rubricforge.pipelines.tree.repairs import pending_repairs
+    from rubricforge.schema import Candidate, EvidenceTree
+
+    kept = Candidate(id=row["id"], tree_id=tree["id"], question=row["question"], rubrics=rubrics,
+                     selected_leaf_ids=row["leaf_ids"])
+    assert pending_repairs(kept, EvidenceTree.model_validate(tree), Embedder().embed_queries) == [], row
 
 
 # ---------------------------------------------------------------- re-recording
@@ -264,7 +289,9 @@ def test_the_default_pipeline_with_the_default_model_retains_a_grounded_row(smal
 
 def handwritten_merge(tree) -> dict:
     """A Fig. 11 answer that passes the rule checks (the 0.5B model's own never does), so the real
-    verifier gets a candidate to audit. Marked ``"note": "hand-written"`` in the recording."""
+    verifier gets a candidate to audit. Marked ``"note": "hand-written"`` in the recording. Its R1 states no fact
+    of its evidence, so the deterministic repairs rewrite it from its evidence statement before the verifier sees
+    it (the recorded KEEP is keyed on the repaired candidate)."""
     from rubricforge.pipelines.tree.serialize import leaf_nodes
 
     leaves = [leaf for leaf in leaf_nodes(tree) if leaf.statements][:2]

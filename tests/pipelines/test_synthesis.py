@@ -153,7 +153,8 @@ def test_logical_rubrics_are_asked_for_one_kind_at_a_time_shown_the_facts_not_th
     assert [f'of the kind "{kind}"' in p for p, (kind, _) in zip(prompts, LOGICAL_KINDS, strict=True)] == [True] * 3
     assert all("[F1] honey bees pollinate a third of human food crops." in p and QUESTION not in p for p in prompts)
     first = STEP_ANSWERS["merge-logical"][0]["description"]
-    assert "already written" not in prompts[0] and f"already written:\n- {first}\n" in prompts[1]
+    assert "already written" not in prompts[0] and f"already written:\n- {first} (relates F1 and F2)\n" in prompts[1]
+    assert "relate another pair of facts" in prompts[1]
 
 
 def test_a_logical_rubric_cites_the_leaves_of_the_facts_it_relates(tmp_path):
@@ -173,20 +174,21 @@ def test_a_rubric_step_that_repeats_an_earlier_rubric_is_asked_again_and_told_wh
     assert client.ledger.summary()["by_stage"]["merge-criterion"]["calls"] == 3
 
 
-def test_a_logical_rubric_that_still_repeats_after_its_re_asks_is_left_out_and_replaced_by_the_next_kind(tmp_path):
-    from rubricforge.pipelines.tree.synthesis import STEP_RECHECKS
-
+def test_a_logical_rubric_that_restates_another_is_left_out_at_once_and_replaced_by_the_next_kind(tmp_path):
+    """Issue 34: a restated comparison counts once, and the merge asks for another kind instead (no re-ask of the
+    same kind, which the 1.5B answered with the same comparison reworded)."""
     compare, explain, distinguish = STEP_ANSWERS["merge-logical"]
-    again = {**compare, "fact_ids": ["F2", "F1"]}  # the comparison once more: a duplicate however often asked
+    again = {**compare, "fact_ids": ["F2", "F1"]}  # the comparison once more
     replacement = {"fact_ids": ["F1", "F2"], "description": "Compares crop yields with hive health over time.",
                    "importance": "low"}
-    answers = [compare, *[again] * (STEP_RECHECKS + 1), distinguish, replacement]
-    client = stepwise_client(tmp_path, {**STEP_ANSWERS, "merge-logical": answers})
+    client = stepwise_client(tmp_path, {**STEP_ANSWERS, "merge-logical": [compare, again, distinguish, replacement]})
     cand = asyncio.run(synthesize(tiny_tree(), client, STEPWISE))
     logical = [r.description for r in cand.rubrics if r.type == "logical"]
     assert logical == [compare["description"], distinguish["description"], replacement["description"]]
     [left_out] = [s for s in cand.merge_trace if "left_out" in s]
     assert left_out["output"] == compare["description"] and "duplicates" in left_out["left_out"][0]
+    assert "R4 relates the same things as R3" in left_out["left_out"][-1]
+    assert client.ledger.summary()["by_stage"]["merge-logical"]["calls"] == 4
     assert check_rules(cand, tiny_tree(), STEPWISE) == []  # the candidate goes on with 5 rubrics
     assert explain["description"] not in logical
 

@@ -34,7 +34,7 @@ def revised_rubrics(**change) -> list[dict]:
     rubrics = [
         {"id": "R1", "type": "factual", "weight": 0.9, "source_leaf_ids": ["n4"], "evidence": [
             "Honey bees pollinate about one third of the crops humans eat."],
-         "description": "Quantifies the share of food crops pollinated by honey bees."},
+         "description": "Quantifies the share of the crops humans eat that honey bees pollinate."},
         {"id": "R2", "type": "factual", "weight": 0.8, "source_leaf_ids": ["n2"], "evidence": [
             "Colony collapse disorder caused US beekeepers to lose 30 to 90 percent of their hives"],
          "description": "Reports the scale of hive losses from colony collapse disorder in 2006-2007."},
@@ -121,8 +121,10 @@ def test_revise_with_failing_revision_is_asked_again_then_recorded_and_not_retai
     assert "only 4 rubrics; at least 5 required" in verification.rule_failures
     assert [r["rule_failures"] for r in verification.rejected_revisions] == [verification.rule_failures]
     assert final_example(cand, verification, tiny_tree(), Config(), PROVENANCE) is None
-    too_many = revised_rubrics() + [dict(revised_rubrics()[4], id=f"R{i}", description=f"Uses section {i} headings.")
-                                    for i in range(6, 10)]
+    extra = ["Uses section headings.", "Cites a source for each figure.", "Defines technical terms on first use.",
+             "Keeps the answer under two pages."]  # distinct: the repairs would remove restatements of one check
+    too_many = revised_rubrics() + [dict(revised_rubrics()[4], id=f"R{i}", description=d)
+                                    for i, d in enumerate(extra, start=6)]
     _, verification = _verify(tmp_path / "b", *[_answer("REVISE", revised_rubrics=too_many)] * 2)
     assert "9 rubrics; at most 8 allowed" in verification.rule_failures
 

@@ -3,8 +3,9 @@ request with JSON that is valid for the request's output schema, built from the 
 
 Statements are sentences of the passage shown (or its first three sentence ids), proposals the first words of the parent's statements,
 grounding selects every passage and never calls a node atomic, the merge picks up to three leaves with
-distinct evidence and writes one factual rubric quoting each plus logical rubrics up to six (so the rule
-checks pass), and the verifier answers KEEP. Tokens are characters / 4 of the prompt and of the answer.
+distinct evidence and writes one factual rubric quoting each plus logical rubrics up to six and a question naming
+what they are about (so the repairs and the rule checks pass), and the verifier answers KEEP. Tokens are
+characters / 4 of the prompt and of the answer.
 The answers depend on the prompt only, so two runs over the same trees get the same answers.
 :class:`Faulty` wraps it with injected provider faults (``benchmarks/synthesis.py`` uses both), and
 :class:`CutOneRoot` makes one tree's root decomposition unreadable; :func:`pipeline_cfg` points a build at it.
@@ -74,7 +75,10 @@ def _merge(prompt: str, schema: dict) -> dict:
     rubrics += [{"id": f"R{len(rubrics) + i}", "type": "logical", "description": d, "weight": 0.5,
                  "source_leaf_ids": ids, "evidence": []} for i, d in enumerate(LOGICAL[:N_RUBRICS - len(rubrics)], 1)]
     topic = tree["nodes"][0]["query"] if tree["nodes"] else tree["leaves"][0]["query"]
-    return {"question": f"What does the evidence establish about {topic}, and which of its facets remain open?",
+    # the question names what each factual rubric is about (the fake tree wanders off its root; a question about the
+    # root alone leaves every factual rubric off topic, which the repairs remove)
+    about = "; ".join(" ".join(text.split()[:5]) for text in chosen.values())  # 5 words: no leak (6)
+    return {"question": f"What does the evidence establish about {topic} ({about}), and which of its facets remain open?",
             "selected_leaf_ids": ids, "selection_trace": "leaves with distinct evidence",
             "merge_trace": [{"inputs": ids, "output": "final question"}], "rubrics": rubrics}
 

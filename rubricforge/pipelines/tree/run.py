@@ -101,6 +101,7 @@ class BuildSummary:
     verified: int = 0
     decisions: dict[str, int] = field(default_factory=dict)  # KEEP / REVISE / DROP / UNPARSEABLE
     retained: int = 0  # verified candidates the retention rule keeps (verification.is_retained)
+    repairs: dict[str, dict[str, int]] = field(default_factory=dict)  # Table 7 category -> rewritten / removed
     target_rows: int = 0  # build.target_rows (0: none)
     computed_now: dict[str, int] = field(default_factory=dict)  # trees / candidates / verdicts made by this call
     ledger: dict[str, Any] = field(default_factory=dict)  # this call's totals: calls, tokens, cost, cache hits
@@ -122,7 +123,10 @@ class BuildSummary:
                 + (f" · {self.retained} of {self.target_rows} wanted rows retained after {self.trees} trees"
                    if self.target_rows else ""),
                 f"this call: {int(self.ledger.get('calls', 0))} LLM calls, {tokens} tokens, "
-                f"${float(self.ledger.get('cost_usd', 0.0)):.4f}"]
+                f"${float(self.ledger.get('cost_usd', 0.0)):.4f}",
+                "deterministic repairs: " + (", ".join(f"{category} {n['rewritten']} rewritten / {n['removed']} removed"
+                                                       for category, n in self.repairs.items()
+                                                       if n["rewritten"] or n["removed"]) or "none")]
 
 
 def stage_logs(run_dir: RunDir, shard: str | None = None) -> dict[str, StageLog[Any]]:
@@ -391,6 +395,7 @@ class TreeWorker:
 
     async def _candidate(self, tree: EvidenceTree, source: str, question: str = "", why: str | None = None) -> Candidate:
         """Generate, rule-check and log one candidate (or read it back)."""
+        from rubricforge.pipelines.tree.repairs import repair_candidate
         from rubricforge.pipelines.tree.rules import check_rules
         from rubricforge.pipelines.tree.synthesis import synthesize
         from rubricforge.rubric_gen.baselines import baseline_candidate
@@ -401,7 +406,7 @@ class TreeWorker:
             return done
         with transient_failures() as failures:
             if source == "tree":
-                candidate = await synthesize(tree, self.client, self.cfg, embed=self._coverage_embed())
+                candidate = await synthesize(tree, self.client, self.cfg, embed=self.index.embed_queries)
             elif not question.strip():
                 candidate = Candidate(id=key, tree_id=tree.id, rubric_source=source, question="",
                                       generation_error=f"no question to write {source} rubrics for: the tree "
@@ -410,6 +415,7 @@ class TreeWorker:
                 candidate = await baseline_candidate(tree, source, question, self.client, self.tools, self.cfg)
         failures.check(key)
         self._check_generator()
+        repair_candidate(candidate, tree, self.index.embed_queries)
         check_rules(candidate, tree, self.cfg, embed=self._coverage_embed())
         if tree.invalid_answers and self.cfg.build.drop_incomplete_trees:
             candidate.rule_failures.append(f"the tree was cut by {tree.invalid_answers} invalid model answer(s) "
@@ -426,7 +432,7 @@ class TreeWorker:
             return False
         if (verification := self.verdicts.item(candidate.id)) is None:
             with transient_failures() as failures:
-                verification = await verify(candidate, tree, self.client, self.cfg, embed=self._coverage_embed())
+                verification = await verify(candidate, tree, self.client, self.cfg, embed=self.index.embed_queries)
             failures.check(candidate.id)
             self.verdicts.add(candidate.id, verification)
             self.computed["verdicts"] += 1
@@ -450,6 +456,7 @@ class TreeWorker:
 
 
 def _summary(cfg: Config, plan: BuildPlan, status: str, logs: dict[str, StageLog[Any]]) -> BuildSummary:
+    from rubricforge.pipelines.tree.repairs import count_repairs
     from rubricforge.pipelines.tree.serialize import leaf_nodes
     from rubricforge.pipelines.tree.verification import is_retained
     from rubricforge.rubric_gen.criteria import candidate_id
@@ -469,6 +476,7 @@ def _summary(cfg: Config, plan: BuildPlan, status: str, logs: dict[str, StageLog
         candidates=len(candidates), rule_failures=sum(1 for c in candidates if c.rule_failures),
         verified=len(verdicts), decisions=dict(Counter(v.decision for v in verdicts)),
         retained=sum(1 for c, v in verified if is_retained(c, v, cfg)), target_rows=cfg.build.target_rows,
+        repairs=count_repairs([r for c in candidates for r in c.repairs] + [r for v in verdicts for r in v.repairs]),
         computed_now={k: int(v) for k, v in totals.get("computed", {}).items() if v},
         ledger=totals.get("ledger", {}).get("total", {}),
         cut_trees=sum(1 for t in trees if t.invalid_answers), invalid_answers=sum(t.invalid_answers for t in trees),

@@ -16,8 +16,11 @@ Two modes (``build.merge``; ``auto`` = stepwise for the embedded models, single 
   ``medium`` / ``low`` (weights :data:`IMPORTANCE`). A rubric step whose answer repeats an earlier rubric
   or the question (the rule checks' duplicate and leak tests) is asked again, told why, up to
   :data:`STEP_RECHECKS` times; a logical rubric that still repeats is left out and one of the next kind is
-  asked for in its place (at most ``len(LOGICAL_KINDS)`` replacements). ``merge_trace`` records the steps,
-  the rejected answers and what was left out and why.
+  asked for in its place (at most ``len(LOGICAL_KINDS)`` replacements). A logical rubric that restates an
+  earlier one by meaning (:func:`~rubricforge.pipelines.tree.repairs.meaning_duplicates`: near-identical
+  embeddings, or the same things related) is left out at once, and the next kind is asked for, told which pairs
+  of facts are already related. ``merge_trace`` records the steps, the rejected answers and what was left out
+  and why.
 
 Both yield the same :class:`~rubricforge.schema.Candidate`, checked by the same rules and verifier.
 Nothing is filled in: too few rubrics or bad evidence are left for :mod:`.rules` to report, and an
@@ -35,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from rubricforge.config import Config
 from rubricforge.llm.structured import Str16
 from rubricforge.pipelines.prompting import render
+from rubricforge.pipelines.tree.repairs import meaning_duplicates
 from rubricforge.pipelines.tree.rules import Embed, clause_failures, narrowed_question, overlap_failures
 from rubricforge.pipelines.tree.serialize import serialize_tree
 from rubricforge.rubric_gen.criteria import (MAX_IDS, MAX_RUBRICS, RubricOut, Text, candidate_id, failed_candidate,
@@ -82,8 +86,9 @@ def merge_mode(cfg: Config) -> Literal["single", "stepwise"]:
 
 
 async def synthesize(tree: EvidenceTree, client: LLMClient, cfg: Config, embed: Embed | None = None) -> Candidate:
-    """Bottom-up merge of one tree into a question and rubrics (not yet rule-checked; ``embed``: the stepwise
-    merge re-asks a question whose clauses its rubrics do not check)."""
+    """Bottom-up merge of one tree into a question and rubrics (not yet repaired nor rule-checked; ``embed``: the
+    stepwise merge leaves out a logical rubric that restates another by meaning and, with ``build.check_coverage``,
+    re-asks a question whose clauses its rubrics do not check)."""
     b = cfg.build
     serialized = serialize_tree(tree, max_leaves=b.max_leaves, statements_per_leaf=b.statements_per_leaf,
                                 max_chars=b.max_chars)
@@ -227,7 +232,7 @@ class _Stepwise:
         checks' coverage test fails, at most :data:`QUESTION_RECHECKS` times; if a clause still fails, the question
         without its uncovered clauses (:func:`~rubricforge.pipelines.tree.rules.narrowed_question`) when it has one."""
         embed = self.embed
-        if embed is None:
+        if embed is None or not self.cfg.build.check_coverage:
             return question
         for attempt in range(QUESTION_RECHECKS + 1):
             per_clause = clause_failures(question, rubrics, embed)
@@ -275,33 +280,41 @@ class _Stepwise:
         def item(out: Any) -> dict[str, Any]:
             leaves = [leaf for f in dict.fromkeys(out.fact_ids) for leaf in by_label[f]["source_leaf_ids"]]
             return {"type": "logical", "description": out.description.strip(), "weight": IMPORTANCE[out.importance],
-                    "source_leaf_ids": list(dict.fromkeys(leaves))}
+                    "source_leaf_ids": list(dict.fromkeys(leaves)), "fact_ids": list(dict.fromkeys(out.fact_ids))}
 
         need = max(MIN_LOGICAL, self.cfg.build.min_rubrics - selected)
         for k in range(need + len(LOGICAL_KINDS)):  # a rubric left out as a repeat is replaced by one of the next kind
             if len(logical) == need:
                 break
             kind, pattern = LOGICAL_KINDS[k % len(LOGICAL_KINDS)]
-            written = "".join(f"- {c['description']}\n" for c in logical)
+            written = "".join(f"- {c['description']} (relates {' and '.join(c['fact_ids'])})\n" for c in logical)
             prompt = render("merge_logical", root=root, facts=facts, kind=kind, start=pattern[1:].split(" ", 1)[0],
                             written=f"Logical rubrics already written:\n{written}" if written else "",
-                            different=" and different from the rubrics already written" if written else "")
+                            different=(" and different from the rubrics already written: relate another pair of "
+                                       "facts when you can" if written else ""))
             new = await self._checked("logical", prompt, logical_model(tuple(labels), pattern), item,
                                       question, factual + logical, [c["description"] for c in factual])
             if new is not None:
                 logical.append(new)
+        for c in logical:
+            del c["fact_ids"]
         return logical
 
     async def _checked(self, step: str, prompt: str, output: type[BaseModel], item: Any, question: str,
                        written: list[dict[str, Any]], inputs: list[str]) -> dict[str, Any] | None:
         """One rubric, re-asked (told why) while it repeats a rubric of ``written`` or the question. A logical
-        rubric that still does after the re-asks is left out (None; the trace says why); a factual one, the only
-        rubric of its leaf, is kept for the rule checks to judge."""
+        rubric that still does after the re-asks, or that restates one by meaning, is left out (None; the trace says
+        why); a factual one, the only rubric of its leaf, is kept for the repairs and the rule checks to judge."""
         for attempt in range(STEP_RECHECKS + 1):
             new = item(await self._ask(step, prompt, output))
-            failures = overlap_failures(question, [Criterion(id=f"R{i}", description=c["description"], weight=c["weight"])
-                                                   for i, c in enumerate([*written, new], start=1)])
+            criteria = [Criterion(id=f"R{i}", type=c["type"], description=c["description"], weight=c["weight"])
+                        for i, c in enumerate([*written, new], start=1)]
+            failures = overlap_failures(question, criteria)
             entry: dict[str, Any] = {"step": step, "inputs": inputs, "output": new["description"]}
+            if step == "logical" and (same := meaning_duplicates(criteria, self.embed)):
+                entry["left_out"] = failures + same
+                self.trace.append(entry)
+                return None
             if failures and attempt < STEP_RECHECKS:
                 entry["rejected"] = failures
                 prompt += (f"\nYour answer {json.dumps(new['description'], ensure_ascii=False)} was rejected: "

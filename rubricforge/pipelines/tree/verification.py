@@ -6,11 +6,16 @@ DROP. A REVISE may replace the question and/or the rubrics (5–8 of them); the 
 through the same rule checks as the original, against the selected leaves only, and its failures are
 recorded in ``Verification.rule_failures``.
 
-Policy: a REVISE whose revision fails the rule checks is shown the failures and asked again (ours; up to
-:data:`REVISION_RECHECKS` times; the earlier answers are kept in ``rejected_revisions``): a small verifier often
-"revises" a sound pair into duplicates. Its last answer stands; if that is still a REVISE that fails the rule
-checks, the candidate is not retained (:func:`final_example` returns None) — every retained example passes the
-deterministic checks. An unreadable verifier answer is
+Policy (ours): a REVISE is a repair or nothing. A revision's rubrics go through the deterministic repairs of
+:mod:`.repairs` (recorded in ``Verification.repairs``) and then the rule checks. A REVISE whose revision fails the
+rule checks is shown the failures, and a REVISE with neither a revised question nor revised rubrics is shown the
+issues it named and the repairs already made (``verify_norevision``); either is asked again, up to
+:data:`REVISION_RECHECKS` times (the earlier answers are kept in ``rejected_revisions``): a small verifier often
+"revises" a sound pair into duplicates, or revises nothing. Its last answer stands; if that is still a REVISE that
+fails the rule checks, the candidate is not retained (:func:`final_example` returns None), and if it is still a
+REVISE without a revision, the candidate is retained only if it passes every deterministic repair as it is
+(:func:`~rubricforge.pipelines.tree.repairs.pending_repairs`; what it fails goes to ``rule_failures``) — every
+retained example passes the deterministic checks. An unreadable verifier answer is
 recorded as ``UNPARSEABLE`` with the raw text, never guessed, and is not retained.
 """
 
@@ -25,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from rubricforge.config import Config
 from rubricforge.llm.structured import Str60, Str600
 from rubricforge.pipelines.prompting import render
+from rubricforge.pipelines.tree.repairs import pending_repairs, repair_rubrics
 from rubricforge.pipelines.tree.rules import Embed, check_rules, evidence_pool
 from rubricforge.pipelines.tree.synthesis import FreeForm, QuestionText
 from rubricforge.rubric_gen.baselines import retrieved_items
@@ -36,7 +42,7 @@ if TYPE_CHECKING:
 
 MAX_LIST = 10  # schema-only maxItems for the free lists (tags, issues): steers decoding, never rejects
 REVISED_MAX_RUBRICS = 8  # Fig. 12: "Output 5–8 rubric objects" (the minimum is build.min_rubrics)
-REVISION_RECHECKS = 1  # a REVISE whose revision fails the rule checks is asked again this many times
+REVISION_RECHECKS = 1  # a REVISE whose revision fails the rule checks, or that has none, is asked again this many times
 
 # prompt files behind a candidate of each rubric source (for provenance hashes)
 _GENERATION_PROMPTS = {"tree": ["merge"], "closed-book": ["baseline_closed_book"], "search": ["baseline_search"]}
@@ -48,7 +54,7 @@ def prompt_names(candidate: Candidate) -> list[str]:
     trace = candidate.selection_trace
     stepwise = isinstance(trace, dict) and trace.get("mode") == "stepwise"
     return [*(_STEPWISE_PROMPTS if stepwise else _GENERATION_PROMPTS[candidate.rubric_source]),
-            "verify", "verify_recheck"]
+            "verify", "verify_recheck", "verify_norevision"]
 
 
 class VerifyOutput(BaseModel):
@@ -101,8 +107,9 @@ def verify_messages(sample: dict[str, Any]) -> list[dict[str, str]]:
 
 async def verify(candidate: Candidate, tree: EvidenceTree, client: LLMClient, cfg: Config,
                  embed: Embed | None = None) -> Verification:
-    """Audit one rule-checked candidate; a REVISE's revision is rule-checked (``embed``: its coverage too, see
-    :func:`~rubricforge.pipelines.tree.rules.coverage_failures`), and asked again while it fails."""
+    """Audit one rule-checked candidate; a REVISE's revision is repaired and rule-checked (``embed``: the embedding
+    of the repairs and, with ``build.check_coverage``, of the coverage test), and asked again while it fails or
+    is missing (see the module docstring)."""
     messages = verify_messages(audit_sample(candidate, tree, cfg))
     rejected: list[dict[str, Any]] = []
     for attempt in range(REVISION_RECHECKS + 1):
@@ -112,13 +119,29 @@ async def verify(candidate: Candidate, tree: EvidenceTree, client: LLMClient, cf
                                 justification=f"verifier output unreadable: {res.error or 'no output'}",
                                 rejected_revisions=rejected)
         verification = _verification(res.value, candidate, tree, cfg, embed)
-        if not (verification.decision == "REVISE" and verification.rule_failures) or attempt == REVISION_RECHECKS:
+        empty = verification.decision == "REVISE" and not _revised(res.value)
+        if not (verification.decision == "REVISE" and (verification.rule_failures or empty)):
+            break
+        if attempt == REVISION_RECHECKS:
+            if empty:  # retained only as it is, if it passes every deterministic repair
+                verification.rule_failures = [f"REVISE without a revision, and the candidate fails a repair: {p}"
+                                              for p in pending_repairs(candidate, tree, embed)]
             break
         rejected.append(verification.model_dump(include={"revised_question", "revised_rubrics", "rule_failures"}))
-        messages = [*messages, {"role": "assistant", "content": res.text},
-                    {"role": "user", "content": render("verify_recheck", failures="; ".join(verification.rule_failures))}]
+        if empty:
+            issues = "; ".join([*verification.error_tags, *verification.major_issues]) or "none"
+            made = "; ".join(f"{r.target} {r.action}: {r.reason}" for r in candidate.repairs) or "none"
+            follow_up = render("verify_norevision", issues=issues, repairs=made)
+        else:
+            follow_up = render("verify_recheck", failures="; ".join(verification.rule_failures))
+        messages = [*messages, {"role": "assistant", "content": res.text}, {"role": "user", "content": follow_up}]
     verification.rejected_revisions = rejected
     return verification
+
+
+def _revised(out: VerifyOutput) -> bool:
+    """Whether a verifier answer holds a revised question or revised rubrics."""
+    return bool((out.revised_question and out.revised_question.strip()) or out.revised_rubrics)
 
 
 def _verification(out: VerifyOutput, candidate: Candidate, tree: EvidenceTree, cfg: Config,
@@ -131,10 +154,15 @@ def _verification(out: VerifyOutput, candidate: Candidate, tree: EvidenceTree, c
         revised = candidate.model_copy(deep=True)
         if out.revised_question and out.revised_question.strip():
             revised.question = verification.revised_question = out.revised_question.strip()
-        if out.revised_rubrics:
+        if out.revised_rubrics and candidate.rubric_source == "tree":
+            pool, _ = evidence_pool(revised, tree)
+            revised.rubrics, verification.repairs = repair_rubrics(
+                revised.question, tree.nodes[tree.root_id].query, to_criteria(out.revised_rubrics), pool, embed)
+        elif out.revised_rubrics:
             revised.rubrics = to_criteria(out.revised_rubrics)
         verification.rule_failures = check_rules(
-            revised, tree, cfg, max_rubrics=REVISED_MAX_RUBRICS if out.revised_rubrics else None, embed=embed)
+            revised, tree, cfg, max_rubrics=REVISED_MAX_RUBRICS if out.revised_rubrics else None,
+            embed=embed if cfg.build.check_coverage else None)
         if out.revised_rubrics:
             verification.revised_rubrics = revised.rubrics  # with passage ids resolved
     return verification
