@@ -272,3 +272,39 @@ def test_with_minilm_the_topic_no_longer_covers_the_macbeth_clause_and_the_calib
                                                     "primes.")
     assert coverage_failures("How do the prime number theorem and the Riemann hypothesis relate to the distribution of "
                              "prime numbers among the positive integers?", prime, embed, "Prime number theorem") == []
+
+
+# ---------------------------------------------------------------- text cut by a length bound, as the viewer shows it
+
+
+def test_a_string_cut_between_the_bytes_of_a_character_ends_at_its_last_whole_character():
+    """The viewer showed a verifier's justification ending "evidence-based,��": the grammar's maxLength stopped the
+    string inside a multi-byte character, whose bytes a server sends as U+FFFD (a cut surrogate pair gives one)."""
+    from rubricforge.llm.structured import parse
+    from rubricforge.pipelines.tree.verification import VerifyOutput
+
+    value, error = parse('{"decision": "REVISE", "justification": "The answer must be evidence-based,\ufffd\ufffd"}',
+                         VerifyOutput)
+    assert error is None and value.justification == "The answer must be evidence-based,"
+    value, _ = parse('{"decision": "KEEP", "justification": "Sound \\ud83d"}', VerifyOutput)  # half an emoji
+    assert value.justification == "Sound "
+    value, _ = parse('{"decision": "KEEP", "justification": "Sound \\ud83d\\ude80 and \ufffd kept"}', VerifyOutput)
+    assert value.justification == "Sound \U0001F680 and \ufffd kept"  # inside a string: left for a reader to see
+
+
+def test_a_verifier_text_cut_by_its_bound_ends_at_a_sentence_or_a_whole_word():
+    from rubricforge.pipelines.tree.verification import JUSTIFICATION_CHARS, VerifyOutput, _verification
+    from rubricforge.text import uncut
+
+    sentence = "The rubrics check the facts of the leaves. "
+    cut = (sentence * 20)[:JUSTIFICATION_CHARS - 20] + "The answer must be evidence-based, well-arr"
+    cut = cut[-JUSTIFICATION_CHARS:]
+    assert len(cut) == JUSTIFICATION_CHARS
+    assert uncut(cut, JUSTIFICATION_CHARS).endswith("of the leaves.")
+    assert uncut("Needs an evidence-based, well-arr", 33) == "Needs an evidence-based, …"
+    assert uncut("Short and whole.", JUSTIFICATION_CHARS) == "Short and whole."
+    out = VerifyOutput(decision="KEEP", justification=cut, major_issues=[("A long issue " * 23)[:290] + "that is cu"])
+    candidate, tree, cfg = _candidate_args("Why do honey bee colonies matter for agriculture, and what threatens them?")
+    verification = _verification(out, candidate, tree, cfg, None)
+    assert verification.justification.endswith("of the leaves.") and "well-arr" not in verification.justification
+    assert verification.major_issues[0].endswith("that is …")
