@@ -36,6 +36,12 @@ the shorter word (explains/explaining)):
   one whose question asks what nothing checks. The stepwise merge asks once for a new question when a clause
   fails, and if one still fails leaves out the uncovered clauses after the first (:func:`narrowed_question`);
   the question then asks less, never something no rubric checks.
+  What a clause and a rubric share with the tree's root query does not count (docs/methods.md D-2): a cosine pass
+  also needs ``COVERAGE_BEYOND_TOPIC = 0.4`` once both vectors lose their component along the root query, and a
+  word pass also needs half of the clause's words that are not the root's (seed 9's "reflect the political climate
+  of the time" reached 0.64 with a rubric on Macbeth's ambition through "Macbeth" alone; 0.32 beyond it).
+* ``PROMPT_VOCABULARY`` — the question may not use the prompts' words ("stakeholders", "timeline", "as discussed
+  in the evidence", "the evidence provided"); a rubric description may not fill its 300-character bound (cut).
 """
 
 from __future__ import annotations
