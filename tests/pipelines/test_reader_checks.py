@@ -72,13 +72,15 @@ def _rules(question):
 def test_questions_in_their_subjects_words_pass():
     for question in ("What are the main characteristics of moths, and how do they compare to other insects?",
                      "How did the Konbaung kings found Mandalay, and what role did it play in the Third Anglo-Burmese War?",
-                     "What evidence supports the Riemann hypothesis?"):  # "evidence" of the subject itself
+                     "What evidence supports the Riemann hypothesis?",  # "evidence" of the subject itself
+                     "How is Kamehameha I's reign portrayed, as described in the Hawaiian chants?"):
         assert vocabulary_failures(question) == []
 
 
 def test_check_rules_reports_the_prompt_vocabulary():
     assert _rules("Why do honey bee colonies matter for agriculture, and who are the stakeholders?") == [
         "question uses prompt vocabulary, not its subject's: 'stakeholders'"]
+    assert vocabulary_failures("Why, as discussed above, do honey bees matter?") != []
 
 
 # ---------------------------------------------------------------- rubrics cut by a length bound (item 5)

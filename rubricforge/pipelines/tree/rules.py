@@ -83,7 +83,7 @@ PROMPT_VOCABULARY = re.compile(
     r"|\b(?:in|from|by|to|on) the (?:evidence|statements?|passages?|leaves|leaf|snippets?|provided \w+)\b"
     r"|\b(?:the|this|these) (?:evidence|statements?|passages?|material|facts|information) (?:provided|given|above|"
     r"shown|listed|presented)\b|\b(?:provided|given|above) (?:evidence|statements?|passages?|material)\b"
-    r"|\bas (?:discussed|described|mentioned|stated|shown|noted|presented|outlined)\b", re.I)
+    r"|\bas (?:discussed|described|mentioned|stated|shown|noted|presented|outlined) (?:above|earlier|here)\b", re.I)
 
 STOPWORDS = frozenset(
     "a an the and or but of in on at to for from by with as is are was were be been being it its this that "
