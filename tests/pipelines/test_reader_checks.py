@@ -153,14 +153,14 @@ def test_a_logical_rubric_cut_by_its_bound_is_asked_again_told_why(tmp_path):
     assert "cut off at the length limit" in retry
 
 
-def test_a_factual_rubric_still_cut_after_its_re_asks_ends_at_a_whole_phrase(tmp_path):
+def test_a_cut_rubric_with_a_whole_phrase_ends_there_without_a_re_ask(tmp_path):
     text = cut_fact("honey bees pollinate a third of the crops humans eat, which is why almond orchards in California "
                     "rent honey bee colonies every spring for their bloom", ", and why the loss of many colonies "
                                                                             "worries growers across the country")
     assert text.endswith(" many colo.") and cut_at_bound(text, FACT_PATTERN)
     cut = {"description": text, "evidence_ids": ["E1"], "importance": "high"}
-    cand, _ = _stepwise(tmp_path, {**STEP_ANSWERS, "merge-criterion": [cut, cut, cut,
-                                                                        STEP_ANSWERS["merge-criterion"][1]]})
+    cand, calls = _stepwise(tmp_path, {**STEP_ANSWERS, "merge-criterion": [cut, STEP_ANSWERS["merge-criterion"][1]]})
+    assert len([c for c in calls if c[3] == "merge-criterion"]) == 2  # ended at once: no re-ask
     assert cand.rubrics[0].description == ("States that honey bees pollinate a third of the crops humans eat, which is "
                                            "why almond orchards in California rent honey bee colonies every spring for "
                                            "their bloom.")

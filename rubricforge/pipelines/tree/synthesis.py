@@ -358,22 +358,23 @@ class _Stepwise:
 
     async def _checked(self, step: str, prompt: str, output: type[BaseModel], item: Any, question: str,
                        written: list[dict[str, Any]], inputs: list[str], pattern: str) -> dict[str, Any] | None:
-        """One rubric, re-asked (told why) while it repeats a rubric of ``written`` or the question, or was cut
-        mid-phrase by its grammar's length bound (:func:`~rubricforge.pipelines.tree.rules.cut_at_bound`). A logical
-        rubric that still fails after the re-asks is left out (None; the trace says why); a factual one, the only
-        rubric of its leaf, is kept for the rule checks to judge, a cut one ended at its last whole phrase
-        (:func:`phrase_end`; the step fails when it has none)."""
+        """One rubric, re-asked (told why) while it repeats a rubric of ``written`` or the question. One cut mid-phrase
+        by its grammar's length bound (:func:`~rubricforge.pipelines.tree.rules.cut_at_bound`) ends at its last whole
+        phrase (:func:`phrase_end`; the 1.5B, told it was cut, gave the same answer again), or is re-asked when it has
+        none. A logical rubric that still fails after the re-asks is left out (None; the trace says why); a factual
+        one, the only rubric of its leaf, is kept for the rule checks to judge (a cut one with no phrase to end on
+        fails the step)."""
         for attempt in range(STEP_RECHECKS + 1):
             new = item(await self._ask(step, prompt, output))
             failures = overlap_failures(question, [Criterion(id=f"R{i}", description=c["description"], weight=c["weight"])
                                                    for i, c in enumerate([*written, new], start=1)])
             entry: dict[str, Any] = {"step": step, "inputs": inputs, "output": new["description"]}
             if cut_at_bound(new["description"], pattern):
-                if step == "logical" or attempt < STEP_RECHECKS:
+                if (whole := phrase_end(new["description"], pattern)) is not None:
+                    entry["ended_at_phrase"] = new["description"] = whole
+                elif step == "logical" or attempt < STEP_RECHECKS:
                     failures.append(f"it was cut off at the length limit ('…{new['description'][-30:]}'); write a "
                                     f"shorter one that ends with a whole phrase")
-                elif (whole := phrase_end(new["description"], pattern)) is not None:
-                    entry["ended_at_phrase"] = new["description"] = whole
                 else:
                     raise _StepFailed(f"stepwise merge, step '{step}': the rubric is cut at its length bound and has "
                                       f"no whole phrase to end on: '{new['description']}'")
