@@ -166,6 +166,9 @@ class BuildConfig(Section):
     teacher: Literal["auto", "paper", "stepwise"] = "auto"
     tree_concurrency: int = Field(2, ge=1)  # trees in flight at once
     redundancy_threshold: float = Field(0.9, gt=0, le=1)
+    # passage gate (ours): a retrieved passage is read only when its cosine (the index's encoder) with the node's
+    # sub-query and with the root query both reach this; -1 turns it off. Measured: docs/methods.md
+    passage_gate: float = Field(0.25, ge=-1, le=1)
     max_leaves: int = Field(24, ge=1)  # tree serialization limits
     statements_per_leaf: int = Field(3, ge=1)
     max_chars: int = Field(6000, ge=500)

@@ -84,6 +84,8 @@ class EvidenceTree(Record):
     root_id: str
     nodes: dict[str, EvidenceNode]
     dropped: list[dict[str, Any]] = Field(default_factory=list)  # children dropped, with reasons
+    # retrieved passages the passage gate kept out (build.passage_gate): query, passage_id, title, both cosines
+    gated: list[dict[str, Any]] = Field(default_factory=list)
     corpus_hash: str = ""
     # structured calls whose answer stayed invalid after the re-prompts: each cut something (a node's
     # statements, a child, a subtree); such a tree is built again on resume (build.invalid_answer_retries)

@@ -22,6 +22,19 @@ def clean_text(text: str) -> str:
         return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
+def uncut(text: str, bound: int) -> str:
+    """``text`` that a length bound of ``bound`` characters (a grammar's ``maxLength``) may have stopped mid-word, as
+    a reader should see it: shorter texts as they are; one at the bound ends at its last sentence end, else its last
+    whole word, with an ellipsis ("... well-arr" becomes "... evidence-based, …")."""
+    if len(text) < bound:
+        return text
+    ends = [m.end() for m in re.finditer(r"[.!?][\"')\]]*(?=\s)", text)]
+    if ends and ends[-1] >= bound // 2:
+        return text[:ends[-1]]
+    head = text[: text.rfind(" ")] if " " in text else text
+    return head.rstrip() + " " + ELLIPSIS
+
+
 def one_line(text: str, n: int) -> str:
     """``text`` on one line (whitespace runs become one space), clipped to ``n`` characters."""
     return clip(" ".join(text.split()), n)

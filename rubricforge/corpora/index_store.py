@@ -215,6 +215,11 @@ class CorpusIndex:
             for _, answer in batch + self._waiting.pop(loop, []):
                 answer.cancel()  # no-op on an answered call
 
+    async def aembed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        """Passage embeddings (as the index embedded its passages: ``passage_input``), on the index's worker
+        thread; not cached (the evidence tree's passage gate keeps its own)."""
+        return await self._worker.run(self.embedder.embed_passages, list(texts))
+
     def search_vectors(self, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Raw ``(scores, positions)``, each ``(len(vectors), k)``; a position of -1 means no result."""
         k = max(1, min(k, len(self)))

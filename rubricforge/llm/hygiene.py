@@ -4,7 +4,10 @@
 the provider key variables litellm reads, ``*_API_KEY`` / ``*_TOKEN``) and anything shaped like a bearer
 token from provider text before it reaches a record, a log, the viewer or the cache. :func:`clean_text`
 turns lone UTF-16 surrogates (which a JSON ``\\ud800`` escape can produce, and which no UTF-8 file or
-SQLite row can hold) into U+FFFD; :func:`clean_value` does it for every string inside parsed JSON.
+SQLite row can hold) into U+FFFD; :func:`clean_value` does it for every string inside parsed JSON, and ends a
+string value that ends in U+FFFD at its last whole character: a grammar's ``maxLength`` can stop a string between the
+bytes of one character (a server such as llama-server sends those bytes as U+FFFD; a cut surrogate pair is one),
+which showed in the viewer as a verifier's justification ending "evidence-based,��".
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 from rubricforge.text import clean_text as clean_text  # the one implementation, shared with the retrieval server
 
 REDACTED = "[redacted]"
+REPLACEMENT = "\ufffd"  # what stands for bytes that are no character
 MIN_SECRET_CHARS = 8  # shorter values (e.g. "no-key", "1") are not treated as secrets
 _KEY_VARS = re.compile(r"(_API_KEY|_KEY|_TOKEN|_SECRET)$")
 _TOKEN_SHAPES = re.compile(
@@ -51,9 +55,10 @@ def _keep_separator(match: str) -> str:
 
 
 def clean_value(value: Any) -> Any:
-    """Parsed JSON with :func:`clean_text` applied to every string (keys too)."""
+    """Parsed JSON with :func:`clean_text` applied to every string (keys too), each string value ending at its last
+    whole character."""
     if isinstance(value, str):
-        return clean_text(value)
+        return clean_text(value).rstrip(REPLACEMENT)
     if isinstance(value, list):
         return [clean_value(v) for v in value]
     if isinstance(value, dict):

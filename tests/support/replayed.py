@@ -15,7 +15,8 @@ RECORDING = DATA / "recordings" / "build_two_trees.jsonl"
 SETTINGS = ("build.n_trees=2", "build.max_nodes=5", "build.passages_per_node=2", "build.max_depth=2",
             "build.tree_concurrency=1", "build.min_rubrics=1", "llm.generator.max_tokens=600",
             "llm.verifier.max_tokens=600",
-            "build.target_rows=0", "build.check_coverage=false")  # as recorded: a fixed number of trees, no coverage test
+            "build.target_rows=0", "build.check_coverage=false",  # as recorded: a fixed number of trees, no coverage test
+            "build.passage_gate=-1")  # and no passage gate (recorded before it; test_passage_gate tests it)
 KEEP_ALL = "build.keep_decisions=[KEEP,REVISE,DROP]"  # export every verdict, whatever the recording decided
 ROLES = tuple(f"llm.{r}.backend=replay" for r in ("generator", "verifier", "judge"))
 

@@ -1,7 +1,8 @@
 """Stage 1: top-down evidence-tree construction (DeepRubric §3.1, Algorithm 1, App. C.2).
 
 A tree grows breadth-first from a seed's root query. Every node is retrieved for (the shared
-``search`` tool, ``build.passages_per_node`` passages) and its passages are read by the evidence
+``search`` tool, ``build.passages_per_node`` passages that pass the *passage gate*, below) and its passages are
+read by the evidence
 extractor (one call per passage, 1–3 statements each, tied to that passage's id). With
 ``build.extract="sentences"`` (the default) the extractor picks passage sentences by id — the ids are
 the only values the JSON-schema grammar allows — so every statement is an exact span of the passage
@@ -22,6 +23,13 @@ is expanded before the next:
    model selects the passages that support it (ids constrained to those shown); with none it is
    dropped. For a child that could still be expanded the same call judges whether it is atomic
    (App. C.2 step 3); an atomic child becomes a leaf.
+
+*Passage gate* (ours, before any LLM call reads a passage): each retrieved passage is embedded with the index's
+own encoder and scored against the node's sub-query and the tree's root query; a passage whose cosine with
+either is below ``build.passage_gate`` is not taken (the next retrieved one is), and is recorded in
+``tree.gated``. A proposal none of whose passages passes is dropped as ``off_topic`` without a grounding call.
+The 1.5B grounding model accepted passages on Atal Bihari Vajpayee under a Mandalay tree and on the Eiffel Tower
+under the prime number theorem; the threshold and the scores it was measured on are in ``docs/methods.md``.
 
 Every drop is recorded in ``tree.dropped`` with its reason; a structured call that fails after the
 client's re-prompts is recorded (a node note or a drop), never filled in, and counted in
@@ -47,12 +55,12 @@ import numpy as np
 from pydantic import BaseModel, Field, create_model
 
 from rubricforge.config import Config
+from rubricforge.corpora.embedding import passage_input
 from rubricforge.llm.structured import max_length
 from rubricforge.pipelines.prompting import render
-from rubricforge.text import sentence_spans
 from rubricforge.pipelines.tree.seeds import Seed
 from rubricforge.schema import EvidenceNode, EvidenceStatement, EvidenceTree, Snippet
-from rubricforge.text import one_line
+from rubricforge.text import one_line, sentence_spans
 
 if TYPE_CHECKING:
     from rubricforge.corpora.tools import ToolBox
@@ -63,6 +71,7 @@ PROMPT_STATEMENTS = 8  # "Statements (sample, deduped top 8)" (Fig. 9)
 PROMPT_SNIPPET_CHARS = 300  # per passage in the decomposition prompt
 QUERY_CHARS = 90  # schema hint for sub-queries ("<12 tokens", Fig. 9)
 STATEMENT_CHARS = 240  # schema hint for one statement ("concise", Fig. 10)
+ROOT_CANDIDATES = 4  # the root's retrieval looks this many times passages_per_node deep for passages the gate passes
 SubQuery = Annotated[str, max_length(QUERY_CHARS)]
 Statement = Annotated[str, max_length(STATEMENT_CHARS)]
 
@@ -144,6 +153,7 @@ class _Child:
     parent: EvidenceNode
     query: str
     retrieved: list[Snippet] = field(default_factory=list)  # passages found for it (:meth:`_retrieve_fresh`)
+    gated: int = 0  # retrieved passages the passage gate kept out
     snippets: list[Snippet] | None = None  # the supporting passages, once grounded
     atomic: bool | None = None
     drop: tuple[str, str] | None = None  # (reason, detail) when it is not grounded
@@ -152,22 +162,28 @@ class _Child:
 # ---------------------------------------------------------------- the builder
 
 
-class TreeBuilder:
-    """Builds evidence trees with one LLM client, one ToolBox and one query embedder.
+Embed = Callable[[list[str]], Awaitable[np.ndarray]]
 
-    ``await embed(texts)`` returns L2-normalised vectors (``CorpusIndex.aembed_queries``).
+
+class TreeBuilder:
+    """Builds evidence trees with one LLM client, one ToolBox and the index's encoder.
+
+    ``await embed(texts)`` returns L2-normalised query vectors (``CorpusIndex.aembed_queries``),
+    ``await embed_passages(texts)`` passage vectors (``CorpusIndex.aembed_passages``), which the passage gate
+    needs; without it (scheduling tests) every retrieved passage is read.
     """
 
-    def __init__(self, cfg: Config, client: LLMClient, tools: ToolBox,
-                 embed: Callable[[list[str]], Awaitable[np.ndarray]], corpus_hash: str = ""):
+    def __init__(self, cfg: Config, client: LLMClient, tools: ToolBox, embed: Embed, corpus_hash: str = "",
+                 embed_passages: Embed | None = None):
         self.cfg, self.b = cfg, cfg.build
         self.client, self.tools, self._embed, self.corpus_hash = client, tools, embed, corpus_hash
+        self._embed_passages = embed_passages
 
     async def build(self, tree_id: str, seed: Seed) -> EvidenceTree:
         """Algorithm 1, stage 1, for one seed (see the module docstring)."""
         state = _TreeState(tree_id, seed, self.corpus_hash, self.b.max_nodes)
         await self._embed_missing(state, [seed.query])  # needed by the redundancy check; batched with other trees'
-        root = state.add(seed.query, parent=None, snippets=await self._retrieve(seed.query))
+        root = state.add(seed.query, parent=None, snippets=await self._retrieve_root(state))
         await self._extract(state, [root])
         level = [root]
         while level and state.budget() > 0:
@@ -179,18 +195,58 @@ class TreeBuilder:
 
     # ---------------------------------------------------------- retrieval and extraction
 
-    async def _retrieve(self, query: str) -> list[Snippet]:
-        return await self.tools.asearch_snippets([query], self.b.passages_per_node)
+    async def _retrieve_root(self, state: _TreeState) -> list[Snippet]:
+        """The root's top ``build.passages_per_node`` passages that pass the gate."""
+        query, k = state.seed.query, self.b.passages_per_node
+        found = await self.tools.asearch_snippets([query], k * (ROOT_CANDIDATES if self._gating() else 1))
+        await self._score_passages(state, found)
+        return self._gate(state, query, found, k)[0]
 
     async def _retrieve_fresh(self, state: _TreeState, children: list[_Child]) -> None:
-        """Sets each child's ``retrieved``: its top ``build.passages_per_node`` passages that the tree does not
-        hold and no earlier child of the batch took. Searched together, assigned in order: deterministic."""
+        """Sets each child's ``retrieved``: its top ``build.passages_per_node`` passages that pass the gate, that
+        the tree does not hold and that no earlier child of the batch took. Searched together, assigned in order:
+        deterministic."""
         k = self.b.passages_per_node
         wide = k * (len(children) + 1) + len(state.claimed)
         hits = await asyncio.gather(*(self.tools.asearch_snippets([c.query], wide) for c in children))
+        await self._score_passages(state, [s for found in hits for s in found if s.passage_id not in state.claimed])
         for child, found in zip(children, hits, strict=True):
-            child.retrieved = [s for s in found if s.passage_id not in state.claimed][:k]
+            child.retrieved, child.gated = self._gate(state, child.query,
+                                                      [s for s in found if s.passage_id not in state.claimed], k)
             state.claimed.update(s.passage_id for s in child.retrieved)
+
+    def _gating(self) -> bool:
+        return self._embed_passages is not None and self.b.passage_gate > -1
+
+    async def _score_passages(self, state: _TreeState, snippets: list[Snippet]) -> None:
+        """Embed (in one call) the passages the tree has no vector for yet (only when the gate is on)."""
+        if not self._gating():
+            return
+        missing = list({s.passage_id: s for s in snippets if s.passage_id not in state.passage_vectors}.values())
+        if missing and self._embed_passages is not None:
+            vectors = await self._embed_passages([passage_input(s.title, s.text) for s in missing])
+            state.passage_vectors.update(zip((s.passage_id for s in missing), vectors, strict=True))
+
+    def _gate(self, state: _TreeState, query: str, snippets: list[Snippet], k: int) -> tuple[list[Snippet], int]:
+        """The first ``k`` of ``snippets`` whose cosine with ``query`` and with the root query both reach
+        ``build.passage_gate``, and how many before the last of them did not (each recorded in ``tree.gated``)."""
+        if not self._gating():
+            return snippets[:k], 0
+        to_query, to_root = state.vectors[query], state.vectors[state.seed.query]
+        kept: list[Snippet] = []
+        gated = 0
+        for s in snippets:
+            if len(kept) == k:
+                break
+            vector = state.passage_vectors[s.passage_id]
+            scores = float(np.dot(vector, to_query)), float(np.dot(vector, to_root))
+            if min(scores) >= self.b.passage_gate:
+                kept.append(s)
+                continue
+            gated += 1
+            state.gated.append({"query": query, "passage_id": s.passage_id, "title": s.title,
+                                "query_cosine": round(scores[0], 4), "root_cosine": round(scores[1], 4)})
+        return kept, gated
 
     async def _extract(self, state: _TreeState, nodes: list[EvidenceNode]) -> None:
         jobs = [(node, s) for node in nodes for s in state.snippets[node.id]]
@@ -317,6 +373,11 @@ class TreeBuilder:
             state.drop(child, *child.drop)
 
     async def _judge_support(self, state: _TreeState, child: _Child, snippets: list[Snippet]) -> None:
+        if not snippets and child.gated:
+            child.drop = ("off_topic", f"each of the {child.gated} retrieved passages the tree does not hold has a "
+                                       f"cosine below build.passage_gate={self.b.passage_gate} with the sub-query or "
+                                       f"the root topic \"{state.seed.query}\"")
+            return
         if not snippets:
             child.drop = ("ungrounded", "retrieval returned no passage the tree does not already hold")
             return
@@ -347,7 +408,9 @@ class _TreeState:
         self.nodes: dict[str, EvidenceNode] = {}
         self.snippets: dict[str, list[Snippet]] = {}
         self.dropped: list[dict[str, Any]] = []
-        self.vectors: dict[str, np.ndarray] = {}  # query embeddings, for the redundancy check
+        self.vectors: dict[str, np.ndarray] = {}  # query embeddings, for the redundancy check and the passage gate
+        self.passage_vectors: dict[str, np.ndarray] = {}  # passage id -> embedding, for the passage gate
+        self.gated: list[dict[str, Any]] = []  # passages the gate kept out
         self.claimed: set[str] = set()  # passages held by a node or promised to a child being grounded
         self.invalid_answers = 0
 
@@ -388,4 +451,5 @@ class _TreeState:
     def tree(self) -> EvidenceTree:
         return EvidenceTree(id=self.tree_id, seed_passage_id=self.seed.passage_id, seed_title=self.seed.title,
                             topic=self.seed.topic, root_id="n0", nodes=self.nodes, dropped=self.dropped,
+                            gated=self.gated,
                             corpus_hash=self.corpus_hash, invalid_answers=self.invalid_answers)

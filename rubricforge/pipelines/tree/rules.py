@@ -36,6 +36,12 @@ the shorter word (explains/explaining)):
   one whose question asks what nothing checks. The stepwise merge asks once for a new question when a clause
   fails, and if one still fails leaves out the uncovered clauses after the first (:func:`narrowed_question`);
   the question then asks less, never something no rubric checks.
+  What a clause and a rubric share with the tree's root query does not count (docs/methods.md D-2): a cosine pass
+  also needs ``COVERAGE_BEYOND_TOPIC = 0.4`` once both vectors lose their component along the root query, and a
+  word pass also needs half of the clause's words that are not the root's (seed 9's "reflect the political climate
+  of the time" reached 0.64 with a rubric on Macbeth's ambition through "Macbeth" alone; 0.32 beyond it).
+* ``PROMPT_VOCABULARY`` — the question may not use the prompts' words ("stakeholders", "timeline", "as discussed
+  in the evidence", "the evidence provided"); a rubric description may not fill its 300-character bound (cut).
 """
 
 from __future__ import annotations
@@ -53,6 +59,7 @@ import numpy as np
 from rubricforge.config import Config
 from rubricforge.pipelines.tree.serialize import leaf_nodes
 from rubricforge.rubric_gen.baselines import retrieved_items
+from rubricforge.rubric_gen.criteria import TEXT_CHARS
 from rubricforge.schema import Candidate, Criterion, EvidenceStatement, EvidenceTree
 from rubricforge.text import clip, sentence_spans
 
@@ -63,9 +70,20 @@ MAX_QUESTION_MARKS = 2
 WORD_FUZZ = 0.85
 COVERAGE_COSINE = 0.6
 COVERAGE_WORDS = 0.5
+COVERAGE_BEYOND_TOPIC = 0.4
 Embed = Callable[[Sequence[str]], np.ndarray]  # texts -> unit-length vectors (CorpusIndex.embed_queries)
 
 Pool = dict[str, list[EvidenceStatement]]  # source id (leaf or retrieved snippet) -> its statements
+
+# Words of the decomposition and question prompts that a small model copies into its question in place of the
+# subject ("the key stakeholders involved in substitution reactions", "as discussed in the evidence"): a question is
+# read by an agent that sees none of the evidence, and names the subject's own people, places and processes.
+PROMPT_VOCABULARY = re.compile(
+    r"\bstakeholders?\b|\btimelines?\b"
+    r"|\b(?:in|from|by|to|on) the (?:evidence|statements?|passages?|leaves|leaf|snippets?|provided \w+)\b"
+    r"|\b(?:the|this|these) (?:evidence|statements?|passages?|material|facts|information) (?:provided|given|above|"
+    r"shown|listed|presented)\b|\b(?:provided|given|above) (?:evidence|statements?|passages?|material)\b"
+    r"|\bas (?:discussed|described|mentioned|stated|shown|noted|presented|outlined) (?:above|earlier|here)\b", re.I)
 
 STOPWORDS = frozenset(
     "a an the and or but of in on at to for from by with as is are was were be been being it its this that "
@@ -201,9 +219,15 @@ def check_rules(candidate: Candidate, tree: EvidenceTree, cfg: Config, max_rubri
         failures += check_criteria(candidate.question, candidate.rubrics, pool,
                                    min_rubrics=cfg.build.min_rubrics, max_rubrics=max_rubrics)
         if embed is not None:
-            failures += coverage_failures(candidate.question, candidate.rubrics, embed)
+            failures += coverage_failures(candidate.question, candidate.rubrics, embed, root_topic(tree))
     candidate.rule_failures = failures
     return failures
+
+
+def root_topic(tree: EvidenceTree) -> str:
+    """The tree's root query (the topic every clause and rubric of its candidate shares)."""
+    root = tree.nodes.get(tree.root_id)
+    return root.query if root is not None else tree.seed_title
 
 
 def check_criteria(question: str, rubrics: list[Criterion], pool: Pool | None, *, min_rubrics: int,
@@ -219,13 +243,30 @@ def check_criteria(question: str, rubrics: list[Criterion], pool: Pool | None, *
         failures.append(f"only {len(rubrics)} rubrics; at least {min_rubrics} required")
     if max_rubrics is not None and len(rubrics) > max_rubrics:
         failures.append(f"{len(rubrics)} rubrics; at most {max_rubrics} allowed")
+    failures += vocabulary_failures(question)
     failures += _weight_failures(rubrics)
     for rubric in rubrics:
         if not rubric.description.strip():
             failures.append(f"{rubric.id}: empty description")
+        elif len(rubric.description) >= TEXT_CHARS:
+            failures.append(f"{rubric.id}: description cut at the {TEXT_CHARS}-character bound: "
+                            f"'…{rubric.description[-40:]}'")
         if pool is not None:
             failures += _grounding_failures(rubric, pool)
     return failures + overlap_failures(question, rubrics)
+
+
+def vocabulary_failures(question: str) -> list[str]:
+    """The question uses a word of the pipeline's prompts, not of its subject (:data:`PROMPT_VOCABULARY`)."""
+    found = list(dict.fromkeys(m.group(0).lower() for m in PROMPT_VOCABULARY.finditer(question)))
+    return [f"question uses prompt vocabulary, not its subject's: {', '.join(repr(f) for f in found)}"] if found else []
+
+
+def cut_at_bound(text: str, pattern: str) -> bool:
+    """Whether ``text`` fits ``pattern`` (a grammar pattern of the stepwise merge) only with one of its bounded runs
+    ``{m,n}`` at its longest: where the grammar made the model stop mid-phrase ("... of Ancient Gre.")."""
+    bounds = list(re.finditer(r"\{(\d+),(\d+)\}", pattern))
+    return any(re.fullmatch(pattern[:b.start()] + "{" + b.group(2) + "}" + pattern[b.end():], text) for b in bounds)
 
 
 def overlap_failures(question: str, rubrics: list[Criterion]) -> list[str]:
@@ -314,29 +355,54 @@ def question_clauses(question: str) -> list[str]:
     return [piece.strip(" ,?") for _, piece in _pieces(question)]
 
 
-def clause_failures(question: str, rubrics: list[Criterion], embed: Embed) -> list[str | None]:
-    """For each clause of the question, why no rubric covers it, or None when one does."""
+def clause_failures(question: str, rubrics: list[Criterion], embed: Embed, topic: str = "") -> list[str | None]:
+    """For each clause of the question, why no rubric covers it, or None when one does. ``topic`` (the tree's root
+    query) is discounted: a rubric covers a clause by what they share beyond it (see the module docstring)."""
     clauses = question_clauses(question)
     if not clauses or not rubrics:
         return [None] * len(clauses)
     texts = [" ".join([r.description, *r.evidence]) for r in rubrics]
-    vectors = embed([*clauses, *texts])
-    similarity = vectors[: len(clauses)] @ vectors[len(clauses):].T
+    vectors = embed([*clauses, *texts, *([topic] if topic.strip() else [])])
+    clause_vectors, text_vectors = vectors[: len(clauses)], vectors[len(clauses): len(clauses) + len(texts)]
+    similarity = clause_vectors @ text_vectors.T
+    residual = _beyond(clause_vectors, vectors[-1]) @ _beyond(text_vectors, vectors[-1]).T if topic.strip() else None
+    topic_words = set(content_words(topic))
     out: list[str | None] = []
-    for clause, row in zip(clauses, similarity, strict=True):
+    for n, (clause, row) in enumerate(zip(clauses, similarity, strict=True)):
         words = [w for w in content_words(clause) if w not in GENERIC]
-        share = max((_found(words, content_words(t)) / len(words) for t in texts), default=0.0) if words else 1.0
-        best = int(np.argmax(row))
-        covered = row[best] >= COVERAGE_COSINE or share >= COVERAGE_WORDS
-        out.append(None if covered else f"question clause '{clip(clause, 80)}' is checked by no rubric (closest "
-                   f"{rubrics[best].id}: similarity {row[best]:.2f} < {COVERAGE_COSINE}, words {share:.0%} < "
-                   f"{COVERAGE_WORDS:.0%})")
+        own = [w for w in words if not _word_found(w, topic_words)]  # the clause's words beyond the topic's
+        share = _best_share(words, texts)
+        if own != words:
+            share = min(share, _best_share(own, texts)) if own else share
+        # a clause that is only the topic ("what is Macbeth") has nothing beyond it: the plain cosine decides
+        beyond = residual[n] if residual is not None and own else np.ones_like(row)
+        passes = (row >= COVERAGE_COSINE) & (beyond >= COVERAGE_BEYOND_TOPIC)
+        best = int(np.argmax(np.where(passes, 2.0, 0.0) + np.minimum(row, beyond)))
+        if passes[best] or share >= COVERAGE_WORDS:
+            out.append(None)
+            continue
+        discounted = f", beyond the topic {beyond[best]:.2f}" if residual is not None and own else ""
+        out.append(f"question clause '{clip(clause, 80)}' is checked by no rubric (closest {rubrics[best].id}: "
+                   f"similarity {row[best]:.2f}{discounted}, needs {COVERAGE_COSINE}"
+                   f"{f' and {COVERAGE_BEYOND_TOPIC}' if discounted else ''}; words {share:.0%} < {COVERAGE_WORDS:.0%})")
     return out
 
 
-def coverage_failures(question: str, rubrics: list[Criterion], embed: Embed) -> list[str]:
-    """One failure per clause of the question that no rubric covers (``COVERAGE_COSINE`` / ``COVERAGE_WORDS``)."""
-    return [f for f in clause_failures(question, rubrics, embed) if f is not None]
+def _best_share(words: list[str], texts: list[str]) -> float:
+    """The largest share of ``words`` found in one of ``texts`` (1 when there are no words)."""
+    return max((_found(words, content_words(t)) / len(words) for t in texts), default=0.0) if words else 1.0
+
+
+def _beyond(vectors: np.ndarray, topic: np.ndarray) -> np.ndarray:
+    """``vectors`` without their component along ``topic``, re-normalised (a vector that was the topic: zero)."""
+    rest = vectors - np.outer(vectors @ topic, topic)
+    norms = np.linalg.norm(rest, axis=1, keepdims=True)
+    return np.divide(rest, norms, out=np.zeros_like(rest), where=norms > 1e-6)
+
+
+def coverage_failures(question: str, rubrics: list[Criterion], embed: Embed, topic: str = "") -> list[str]:
+    """One failure per clause of the question that no rubric covers (:func:`clause_failures`)."""
+    return [f for f in clause_failures(question, rubrics, embed, topic) if f is not None]
 
 
 def narrowed_question(question: str, failures: list[str | None]) -> str | None:

@@ -221,7 +221,8 @@ def tree_settings(cfg: Config, corpus_hash: str, generator_model: str) -> dict[s
     b = cfg.build
     return {"seed": b.seed, "max_depth": b.max_depth, "branching": list(b.branching), "max_nodes": b.max_nodes,
             "passages_per_node": b.passages_per_node, "redundancy_threshold": b.redundancy_threshold,
-            "node_max_tokens": b.node_max_tokens, "extract": b.extract, "corpus_hash": corpus_hash, "generator_model": generator_model,
+            "passage_gate": b.passage_gate, "node_max_tokens": b.node_max_tokens, "extract": b.extract,
+            "corpus_hash": corpus_hash, "generator_model": generator_model,
             "embedding_model": cfg.embedding.model}
 
 
@@ -322,7 +323,8 @@ class TreeWorker:
         self.trees, self.candidates, self.verdicts = (self.logs[n] for n in STAGES)
         self.client = _CountingClient(cfg.llm, limits=limits)
         self.tools = ToolBox.from_config(cfg, index=self.index)
-        self.builder = TreeBuilder(cfg, self.client, self.tools, self.index.aembed_queries, self.index.corpus_hash)
+        self.builder = TreeBuilder(cfg, self.client, self.tools, self.index.aembed_queries, self.index.corpus_hash,
+                                   embed_passages=self.index.aembed_passages)
         self.computed: Counter[str] = Counter()
         self.ledger_path = self.run_dir.ledger_path(invocation, self.id)
 

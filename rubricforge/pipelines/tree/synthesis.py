@@ -30,6 +30,7 @@ unreadable output (in stepwise mode: of any step) becomes a candidate carrying `
 from __future__ import annotations
 
 import json
+import re
 from functools import lru_cache
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -39,7 +40,8 @@ from rubricforge.config import Config
 from rubricforge.llm.structured import Str16
 from rubricforge.pipelines.prompting import render
 from rubricforge.pipelines.tree.repairs import meaning_duplicates
-from rubricforge.pipelines.tree.rules import Embed, clause_failures, narrowed_question, overlap_failures
+from rubricforge.pipelines.tree.rules import (Embed, clause_failures, content_words, cut_at_bound, narrowed_question,
+                                              overlap_failures, question_clauses, root_topic, vocabulary_failures)
 from rubricforge.pipelines.tree.serialize import serialize_tree
 from rubricforge.rubric_gen.criteria import (MAX_IDS, MAX_RUBRICS, RubricOut, Text, candidate_id, failed_candidate,
                                              to_criteria)
@@ -101,10 +103,51 @@ async def synthesize(tree: EvidenceTree, client: LLMClient, cfg: Config, embed: 
         failed.tree_cut = serialized.cut
         return failed
     out: MergeOutput = res.value
-    return Candidate(id=cid, tree_id=tree.id, rubric_source="tree", question=out.question.strip(),
+    question, rubrics = out.question.strip(), to_criteria(out.rubrics)
+    trace = out.merge_trace
+    if (ranked := ranked_weights(question, rubrics, embed)) is not None:  # recorded after the model's own trace
+        trace = [*(trace if isinstance(trace, list) else [] if trace is None else [trace]), ranked]
+    return Candidate(id=cid, tree_id=tree.id, rubric_source="tree", question=question,
                      selected_leaf_ids=[s.strip() for s in out.selected_leaf_ids],
-                     selection_trace=out.selection_trace, merge_trace=out.merge_trace,
-                     tree_cut=serialized.cut, rubrics=to_criteria(out.rubrics))
+                     selection_trace=out.selection_trace, merge_trace=trace,
+                     tree_cut=serialized.cut, rubrics=rubrics)
+
+
+# ---------------------------------------------------------------- weights that rank
+
+FACTUAL_WEIGHTS = (1.0, 0.7)  # the fallback's weights: the most to the least question-relevant factual rubric
+LOGICAL_WEIGHTS = (0.5, 0.3)  # ... and logical rubric: below every factual one (DeepRubric App. C Fig. 12, check 6)
+
+
+def ranked_weights(question: str, rubrics: list[Criterion], embed: Embed | None) -> dict[str, Any] | None:
+    """DeepRubric's weights are importances in [0, 1] that rank, with core factual rubrics not dominated by vague
+    logical ones. When the model gave every rubric the same weight (the 1.5B says "high" for all) or a logical
+    rubric outweighs every factual one, the positive weights are set here instead (in place): factual rubrics from
+    1.0 down to 0.7, logical ones from 0.5 down to 0.3, each kind in the order of its similarity to the question
+    (``embed``'s cosine of the description and evidence; without it, the share of the question's content words).
+    Returns the trace entry (None: the model's weights stand)."""
+    positive = [r for r in rubrics if r.weight > 0]
+    factual = [r for r in positive if r.type == "factual"]
+    logical = [r for r in positive if r.type != "factual"]
+    equal = len(positive) > 1 and len({r.weight for r in positive}) == 1
+    dominated = bool(logical) and max(r.weight for r in logical) > max((r.weight for r in factual), default=0.0)
+    if not (equal or dominated):
+        return None
+    texts = [" ".join([r.description, *r.evidence]) for r in positive]
+    if embed is not None:
+        vectors = embed([question, *texts])
+        relevance = [float(v) for v in vectors[1:] @ vectors[0]]
+    else:
+        asked = set(content_words(question))
+        relevance = [len(asked & set(content_words(t))) / max(1, len(asked)) for t in texts]
+    score = {id(r): x for r, x in zip(positive, relevance, strict=True)}
+    before = {r.id: r.weight for r in positive}
+    for kind, (high, low) in ((factual, FACTUAL_WEIGHTS), (logical, LOGICAL_WEIGHTS)):
+        order = sorted(kind, key=lambda r: -score[id(r)])  # stable: ties keep the rubrics' order
+        for rank, r in enumerate(order):
+            r.weight = round(high - (high - low) * rank / max(1, len(order) - 1), 2)
+    return {"step": "weights", "rule": "all weights equal" if equal else "a logical rubric outweighs every factual one",
+            "before": before, "output": {r.id: r.weight for r in positive}}
 
 
 # ---------------------------------------------------------------- stepwise mode
@@ -164,6 +207,22 @@ class _StepFailed(Exception):
     pass
 
 
+_PHRASE_BREAKS = (re.compile(r"[,;:]"), re.compile(r" (?:and|or|but|which|that|while|whereas|because) "))
+
+
+def phrase_end(text: str, pattern: str) -> str | None:
+    """``text`` (cut by a length bound) ended at its last whole phrase with a full stop: before its last comma,
+    semicolon or colon, else before its last joining word ("and", "which", ...), when that still fits ``pattern``;
+    else None."""
+    body = text.rstrip(".").rstrip()
+    for breaks in _PHRASE_BREAKS:
+        for match in reversed(list(breaks.finditer(body))):
+            whole = body[:match.start()].rstrip(" ,;:") + "."
+            if re.fullmatch(pattern, whole) and not cut_at_bound(whole, pattern):
+                return whole
+    return None
+
+
 class _Stepwise:
     """One tree's stepwise merge (see the module docstring)."""
 
@@ -203,6 +262,8 @@ class _Stepwise:
         except _StepFailed as exc:
             return Candidate(id=self.cid, tree_id=tree.id, question="", generation_error=str(exc),
                              merge_trace=self.trace, tree_cut=self.serialized.cut)
+        if (ranked := ranked_weights(question, rubrics, self.embed)) is not None:
+            self.trace.append(ranked)
         return Candidate(id=self.cid, tree_id=tree.id, rubric_source="tree", question=question, selected_leaf_ids=ids,
                          selection_trace={"mode": "stepwise", "selected_leaf_ids": ids}, merge_trace=self.trace,
                          tree_cut=self.serialized.cut, rubrics=rubrics)
@@ -228,15 +289,18 @@ class _Stepwise:
         return question
 
     async def _covered(self, question: str, rubrics: list[Criterion]) -> str:
-        """The question, asked again (told which clause no rubric checks, and what the rubrics check) while the rule
-        checks' coverage test fails, at most :data:`QUESTION_RECHECKS` times; if a clause still fails, the question
-        without its uncovered clauses (:func:`~rubricforge.pipelines.tree.rules.narrowed_question`) when it has one."""
+        """The question, asked again (told which clause no rubric checks or uses the prompts' words, and what the
+        rubrics check) while the rule checks' coverage or vocabulary test fails, at most :data:`QUESTION_RECHECKS`
+        times; if a clause still fails, the question without those clauses
+        (:func:`~rubricforge.pipelines.tree.rules.narrowed_question`) when it has one."""
         embed = self.embed
         if embed is None or not self.cfg.build.check_coverage:
             return question
+        topic = root_topic(self.tree)
         for attempt in range(QUESTION_RECHECKS + 1):
-            per_clause = clause_failures(question, rubrics, embed)
-            failures = [f for f in per_clause if f is not None]
+            per_clause = [covered or next(iter(vocabulary_failures(clause)), None) for covered, clause in
+                          zip(clause_failures(question, rubrics, embed, topic), question_clauses(question), strict=True)]
+            failures = [f for f in per_clause if f is not None] or vocabulary_failures(question)
             if not failures:
                 break
             if attempt == QUESTION_RECHECKS:
@@ -265,7 +329,7 @@ class _Stepwise:
                     "source_leaf_ids": [leaf.id], "evidence": [by_label[e] for e in dict.fromkeys(out.evidence_ids)]}
 
         new = await self._checked("criterion", prompt, criterion_model(tuple(labels)), item, question, written,
-                                  [leaf.id])
+                                  [leaf.id], FACT_PATTERN)
         assert new is not None  # only a logical rubric is ever left out
         return new
 
@@ -293,7 +357,7 @@ class _Stepwise:
                             different=(" and different from the rubrics already written: relate another pair of "
                                        "facts when you can" if written else ""))
             new = await self._checked("logical", prompt, logical_model(tuple(labels), pattern), item,
-                                      question, factual + logical, [c["description"] for c in factual])
+                                      question, factual + logical, [c["description"] for c in factual], pattern)
             if new is not None:
                 logical.append(new)
         for c in logical:
@@ -301,16 +365,29 @@ class _Stepwise:
         return logical
 
     async def _checked(self, step: str, prompt: str, output: type[BaseModel], item: Any, question: str,
-                       written: list[dict[str, Any]], inputs: list[str]) -> dict[str, Any] | None:
-        """One rubric, re-asked (told why) while it repeats a rubric of ``written`` or the question. A logical
-        rubric that still does after the re-asks, or that restates one by meaning, is left out (None; the trace says
-        why); a factual one, the only rubric of its leaf, is kept for the repairs and the rule checks to judge."""
+                       written: list[dict[str, Any]], inputs: list[str], pattern: str) -> dict[str, Any] | None:
+        """One rubric, re-asked (told why) while it repeats a rubric of ``written`` or the question. One cut mid-phrase
+        by its grammar's length bound (:func:`~rubricforge.pipelines.tree.rules.cut_at_bound`) ends at its last whole
+        phrase (:func:`phrase_end`; the 1.5B, told it was cut, gave the same answer again), or is re-asked when it has
+        none. A logical rubric that still fails after the re-asks, or that restates one by meaning, is left out (None;
+        the trace says why); a factual one, the only rubric of its leaf, is kept for the repairs and the rule checks to
+        judge (a cut one with no phrase to end on fails the step)."""
         for attempt in range(STEP_RECHECKS + 1):
             new = item(await self._ask(step, prompt, output))
+            entry: dict[str, Any] = {"step": step, "inputs": inputs, "output": new["description"]}
+            cut = []
+            if cut_at_bound(new["description"], pattern):
+                if (whole := phrase_end(new["description"], pattern)) is not None:
+                    entry["ended_at_phrase"] = new["description"] = whole
+                elif step == "logical" or attempt < STEP_RECHECKS:
+                    cut.append(f"it was cut off at the length limit ('…{new['description'][-30:]}'); write a "
+                               f"shorter one that ends with a whole phrase")
+                else:
+                    raise _StepFailed(f"stepwise merge, step '{step}': the rubric is cut at its length bound and has "
+                                      f"no whole phrase to end on: '{new['description']}'")
             criteria = [Criterion(id=f"R{i}", type=c["type"], description=c["description"], weight=c["weight"])
                         for i, c in enumerate([*written, new], start=1)]
-            failures = overlap_failures(question, criteria)
-            entry: dict[str, Any] = {"step": step, "inputs": inputs, "output": new["description"]}
+            failures = overlap_failures(question, criteria) + cut
             if step == "logical" and (same := meaning_duplicates(criteria, self.embed)):
                 entry["left_out"] = failures + same
                 self.trace.append(entry)

@@ -23,19 +23,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rubricforge.config import Config
-from rubricforge.llm.structured import Str60, Str600
+from rubricforge.llm.structured import Str60, max_length
 from rubricforge.pipelines.prompting import render
 from rubricforge.pipelines.tree.repairs import pending_repairs, repair_rubrics
 from rubricforge.pipelines.tree.rules import Embed, check_rules, evidence_pool
 from rubricforge.pipelines.tree.synthesis import FreeForm, QuestionText
 from rubricforge.rubric_gen.baselines import retrieved_items
-from rubricforge.rubric_gen.criteria import MAX_RUBRICS, RubricOut, Text, to_criteria
+from rubricforge.rubric_gen.criteria import MAX_RUBRICS, TEXT_CHARS, RubricOut, Text, to_criteria
 from rubricforge.schema import Candidate, EvidenceTree, Example, Provenance, Verification
+from rubricforge.text import uncut
 
 if TYPE_CHECKING:
     from rubricforge.llm import LLMClient
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
 MAX_LIST = 10  # schema-only maxItems for the free lists (tags, issues): steers decoding, never rejects
 REVISED_MAX_RUBRICS = 8  # Fig. 12: "Output 5–8 rubric objects" (the minimum is build.min_rubrics)
 REVISION_RECHECKS = 1  # a REVISE whose revision fails the rule checks, or that has none, is asked again this many times
+JUSTIFICATION_CHARS = 600  # schema-only bound on the justification; a justification cut there ends at a whole word
 
 # prompt files behind a candidate of each rubric source (for provenance hashes)
 _GENERATION_PROMPTS = {"tree": ["merge"], "closed-book": ["baseline_closed_book"], "search": ["baseline_search"]}
@@ -65,7 +67,7 @@ class VerifyOutput(BaseModel):
     decision: Literal["KEEP", "REVISE", "DROP"]
     error_tags: list[Str60] = Field(default_factory=list, json_schema_extra={"maxItems": MAX_LIST})
     major_issues: list[Text] = Field(default_factory=list, json_schema_extra={"maxItems": MAX_LIST})
-    justification: Str600 = ""
+    justification: Annotated[str, max_length(JUSTIFICATION_CHARS)] = ""
     fix_plan: FreeForm = None
     revised_question: QuestionText | None = None
     revised_rubrics: list[RubricOut] = Field(default_factory=list, json_schema_extra={"maxItems": MAX_RUBRICS})  # [] = unchanged
@@ -148,7 +150,8 @@ def _verification(out: VerifyOutput, candidate: Candidate, tree: EvidenceTree, c
                   embed: Embed | None) -> Verification:
     """The record of one verifier answer; a REVISE's revision is rule-checked."""
     verification = Verification(candidate_id=candidate.id, decision=out.decision, error_tags=out.error_tags,
-                                major_issues=out.major_issues, justification=out.justification,
+                                major_issues=[uncut(m, TEXT_CHARS) for m in out.major_issues],
+                                justification=uncut(out.justification, JUSTIFICATION_CHARS),
                                 fix_plan=out.fix_plan, implementation_guidance=out.implementation_guidance)
     if out.decision == "REVISE":
         revised = candidate.model_copy(deep=True)
