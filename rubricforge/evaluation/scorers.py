@@ -16,7 +16,9 @@
 * ``format``: format compliance of the report body (MindDR Eq. 11's checks; ``format``, ``format.markdown``,
   ``format.cite``).
 
-An empty report scores 0 everywhere without a judge call.
+An empty report scores 0 everywhere without a judge call. A plugin's scorer (entry-point group
+``rubricforge.scorers``, :mod:`rubricforge.plugins`) is called as ``await scorer(judge, task, report, reference)``
+and returns the same shape.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from typing import Any
 from rubricforge.errors import UserError
 from rubricforge.evaluation.citations import Resolve, fact, format_compliance
 from rubricforge.evaluation.exact import equivalence, exact_scores
+from rubricforge.evaluation.tasks import SCORERS
+from rubricforge.plugins import added
 from rubricforge.rewards.judging import Judge
 from rubricforge.rewards.minddr.race import (RaceScore, parse_race_rubrics, race_pointwise, race_score,
                                      scored_dimensions)
@@ -55,6 +59,8 @@ async def score(name: str, judge: Judge, task: Mapping[str, Any], report: str, r
         criteria = criteria_from(task["rubrics"], where=f"task {task.get('id')!r} rubrics")
         got = await rubric_reward(judge, str(task.get("question", "")), report, criteria, judge_mode)
         return {"metrics": {"rubric": got.value}, "per_criterion": got.per_criterion, "unscored": got.unscored}
+    if (plugin := added("scorers", SCORERS).get(name)) is not None:
+        return dict(await plugin(judge, task, report, reference))
     raise UserError(f"unknown scorer '{name}'", "use race, rubric, exact, equivalence, citation or format")
 
 
