@@ -43,7 +43,9 @@ CPU per request is printed too: it runs on the same cores, as do other programs 
 
 The fake server (:class:`rubricforge.testing.FakeOpenAI`) runs in its own process, so it does not
 compete with the pipeline for the GIL. It answers every request after exactly the latency with the
-schema-valid answer of ``tests/support/pipeline_fake.py`` (built from the prompt; the verifier answers KEEP).
+schema-valid answer of ``tests/support/pipeline_fake.py`` (built from the prompt; the verifier answers KEEP),
+its merge asking only what its rubrics check (:func:`covered`), so every candidate passes the rule checks,
+coverage included, and goes on to the verifier: the whole path is measured, and the rows are retained.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ import argparse
 import json
 import multiprocessing
 import os
+import re
 import sys
 import tempfile
 import threading
@@ -59,6 +62,7 @@ import time
 from collections import defaultdict
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import replace
 from heapq import heapify, heappop, heappush
 from pathlib import Path
 from typing import Any
@@ -105,7 +109,26 @@ class Responder:
         now = time.time()
         with self._lock:
             self.first, self.last = min(self.first, now), max(self.last, now + self.latency_s)
-        return pipeline_answer(body, self.latency_s)
+        reply = pipeline_answer(body, self.latency_s)
+        merge = ((body.get("response_format") or {}).get("json_schema") or {}).get("name", "").startswith("MergeOutput")
+        return covered(reply) if merge else reply
+
+
+ASKED = re.compile(r"^What does the evidence establish about (?P<topic>.+), and which of its facets remain open\?$")
+
+
+def covered(reply: Reply) -> Reply:
+    """The pipeline fake's answer, its merge's question cut to what the rubrics check: the fake's second clause
+    ("which of its facets remain open") is checked by none of them, so the coverage check would fail every
+    candidate; the first clause gets a rubric of its own."""
+    answer = json.loads(reply.content)
+    asked = ASKED.match(answer["question"])
+    if asked is None:
+        return reply
+    topic = asked.group("topic")
+    answer["question"] = f"What does the evidence establish about {topic}?"
+    answer["rubrics"][-1]["description"] = f"States what the evidence establishes about {topic}."
+    return replace(reply, content=json.dumps(answer, ensure_ascii=False))
 
 
 def serve(conn: Any, latency_s: float) -> None:

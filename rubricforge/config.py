@@ -36,12 +36,16 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+BACKENDS = ("local", "litellm", "replay")  # the built-in LLM backends
+
+
 class RoleConfig(Section):
     """How one role (generator, verifier, judge) reaches its model."""
 
-    backend: Literal["local", "litellm", "replay"] = "local"
+    backend: str = "local"
     # local: an embedded model (qwen2.5-coder-1.5b-instruct-q4 | qwen2.5-coder-0.5b-instruct-q4);
-    # litellm: any provider string, e.g. hosted_vllm/Qwen/Qwen3-8B
+    # litellm: any provider string, e.g. hosted_vllm/Qwen/Qwen3-8B; replay: recorded answers;
+    # or the name of a backend plugin (entry-point group rubricforge.backends, docs/plugins.md)
     model: str = "qwen2.5-coder-1.5b-instruct-q4"
     api_base: str | None = None  # vLLM / llama.cpp / any OpenAI-compatible server
     api_key_env: str | None = None  # name of the environment variable holding the key
@@ -64,6 +68,15 @@ class RoleConfig(Section):
     n_threads: int | None = None  # local backend threads (default: all cores)
     # local backend: llama.cpp's repacked weight buffers; None (auto): off on CPUs with AMX, where they crash
     repack: bool | None = None
+
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, v: str) -> str:
+        from rubricforge.plugins import plugins
+
+        if v not in BACKENDS and v not in plugins("backends"):
+            raise ValueError(f"unknown backend '{v}': use {', '.join(BACKENDS)} or an installed plugin's")
+        return v
 
 
 class LLMConfig(Section):

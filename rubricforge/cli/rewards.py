@@ -21,15 +21,15 @@ def reward_score(
     config: ConfigOpt = None,
     set_: SetOpt = None,
     rewards: Annotated[str, typer.Option(help="Comma-separated rewards, or a group: deeprubric | report | search_rl "
-                                              "| all.")] = "deeprubric",
+                                              "| all (plugins' rewards and groups too).")] = "deeprubric",
     out: Annotated[Optional[Path], typer.Option(help="Output JSONL (default: <responses>.scores.jsonl).")] = None,
     quiet: QuietOpt = False,
 ) -> None:
     """Score each response against its example: a per-component JSONL and a summary table (resumable)."""
     from rubricforge.jobs.reward_score import score_responses
-    from rubricforge.rewards.registry import GROUPS
+    from rubricforge.rewards.registry import groups
 
-    names = GROUPS.get(rewards) or tuple(n.strip() for n in rewards.split(",") if n.strip())
+    names = groups().get(rewards) or tuple(n.strip() for n in rewards.split(",") if n.strip())
     result = score_responses(cli_config(config, set_), dataset, responses, names, out, progress=not quiet)
     rows = table("reward", "mean", "min", "max", "scored", "unscored")
     for name, s in result.summary.rewards.items():

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from rubricforge.cli.common import ConfigOpt, DatasetOpt, ModelOpt, SetOpt, console, finish, fmt, cli_config
+from rubricforge.cli.common import ConfigOpt, DatasetOpt, ModelOpt, SetOpt, console, finish, cli_config
 from rubricforge.errors import require_file
 
 if TYPE_CHECKING:
@@ -19,6 +19,8 @@ OutputOpt = Annotated[Optional[Path], typer.Option("--output-dir", help="Where t
 PresetOpt = Annotated[Optional[str], typer.Option(help="paper (App. B Table 5) | small-gpu | cpu (train.preset).")]
 LossOpt = Annotated[Optional[str], typer.Option(help="grpo | dapo | gspo (train.loss).")]
 PairsOpt = Annotated[Path, typer.Option("--pairs", help="The --out folder (or pairs.jsonl) of `train dpo-pairs`.")]
+ResumeOpt = Annotated[Optional[Path], typer.Option(help="A checkpoint-N folder to resume from (default: the latest "
+                                                        "in the run directory, the output folder).")]
 GoldOpt = Annotated[Optional[str], typer.Option(help="A gold judge that is not the training judge (a YAML config "
                                                      "or a model name): every --gold-every steps it scores the policy "
                                                      "on held-out tasks (train.gold_judge).")]
@@ -26,26 +28,16 @@ GoldEveryOpt = Annotated[Optional[int], typer.Option(min=1, help="Steps between 
                                                                  "default 10).")]
 
 
-def _train_grpo(run: GRPORun, resume_from: Path | None = None, also: dict[str, str] | None = None) -> None:
-    """Print the run's note, train it, print the steps, the last reward (and the ``also`` metrics: label -> key)
-    and where the model went."""
-    if run.note:
-        console().print(run.note)
-    metrics = run.train(resume_from)
-    shown = ", ".join(f"{label} {fmt(metrics.get(key))}"
-                      for label, key in {"last reward": "reward", **(also or {})}.items())
-    console().print(f"trained {run.trainer.state.global_step} steps; {shown} -> {run.output_dir}")
-
-
 def _gold(judge: str | None, every: int | None) -> dict[str, object]:
     """The gold-judge flags as config keys."""
     return {"train.gold_judge": judge, "train.gold_every": every}
 
 
-def _trained(stage: str, result: tuple[Path, dict[str, float]]) -> None:
-    """What a supervised stage (``run_sft``, ``run_preference``) prints: its last loss and where the model went."""
-    out, metrics = result
-    console().print(f"{stage} done; last loss {fmt(metrics.get('loss'))} -> {out}")
+def _noted(run: GRPORun) -> GRPORun:
+    """The run, its note (what it costs beyond the policy) printed first."""
+    if run.note:
+        console().print(run.note)
+    return run
 
 
 @app.command("grpo")
@@ -63,18 +55,20 @@ def train_grpo(
                                                         "active rubrics every step (evolve.rubrics).")] = None,
     modes: Annotated[Optional[str], typer.Option(help="tool | no_tool | hybrid | hote: HOTE's tool / no-tool "
                                                       "modes and schedule (evolve.modes).")] = None,
-    resume_from: Annotated[Optional[Path], typer.Option(help="A checkpoint-N folder to resume from (policy, "
-                                                              "rubric bank, reward weights).")] = None,
+    resume_from: Annotated[Optional[Path], typer.Option(help="A checkpoint-N folder to resume from (policy, rubric "
+                                                              "bank, reward weights; default: the latest in the run "
+                                                              "directory, the output folder).")] = None,
     gold_judge: GoldOpt = None,
     gold_every: GoldEveryOpt = None,
 ) -> None:
     """GRPO on a rubricforge dataset with the search / browse / scholar tools and the composite reward."""
+    from rubricforge.jobs.train import grpo_job
     from rubricforge.training.grpo import build_grpo
 
     cfg = cli_config(config, set_, **{"train.preset": preset, "train.loss": loss, "train.max_tool_turns": max_tool_turns,
                                       "train.output_dir": output_dir, "evolve.rubrics": rubrics, "evolve.modes": modes,
                                       **_gold(gold_judge, gold_every)})
-    _train_grpo(build_grpo(cfg, dataset, model), resume_from)
+    finish(grpo_job(cfg, "grpo", _noted(build_grpo(cfg, dataset, model)), model, {"dataset": dataset}, resume_from))
 
 
 @app.command("hote")
@@ -94,6 +88,7 @@ def train_hote(
 ) -> None:
     """HOTE self-play (Algorithm 1): a proposer writes tasks from the solver's weaknesses, the solver answers,
     the fixed judge keeps the rubric bank; both policies train with GRPO. Resumes from <run_dir>/hote."""
+    from rubricforge.jobs.train import hote_job
     from rubricforge.training.hote import HoteRun, step_summary
 
     cfg = cli_config(config, set_, **{"hote.proposer_model": proposer_model, "hote.steps": steps,
@@ -104,8 +99,7 @@ def train_hote(
                     f"G'={h.proposer_group} per step; judge calls per step: {h.batch_size} rubric updates + "
                     f"{h.batch_size * h.group} responses x |R| rubrics + {h.combinations} meta-rubric calls")
     console().print(run.cost.line())
-    records = run.train(on_step=lambda r: console().print(step_summary(r)))
-    console().print(f"trained {len(records)} HOTE steps (now at step {run.step}) -> {run.dir}")
+    finish(hote_job(cfg, run, model, {"dataset": dataset}, on_step=lambda r: console().print(step_summary(r))))
 
 
 @app.command("score")
@@ -117,16 +111,19 @@ def train_score(
     preset: PresetOpt = None,
     output_dir: OutputOpt = None,
     resume_from: Annotated[Optional[Path], typer.Option(help="A checkpoint-N folder to resume from (policy, "
-                                                              "dimension scheduler, harness, EMA baseline).")] = None,
+                                                              "dimension scheduler, harness, EMA baseline; default: "
+                                                              "the latest in the run directory).")] = None,
     gold_judge: GoldOpt = None,
     gold_every: GoldEveryOpt = None,
 ) -> None:
     """SCORE self-play: one policy writes reports and selects the rubric they are judged by (KL 0.05)."""
+    from rubricforge.jobs.train import grpo_job
     from rubricforge.training.score import build_score
 
     cfg = cli_config(config, set_, **{"train.preset": preset, "train.output_dir": output_dir,
                                       **_gold(gold_judge, gold_every)})
-    _train_grpo(build_score(cfg, dataset, model), resume_from, also={"R_eval": "score/r_eval"})
+    finish(grpo_job(cfg, "score", _noted(build_score(cfg, dataset, model)), model, {"dataset": dataset}, resume_from,
+                    also={"R_eval": "score/r_eval"}))
 
 
 @app.command("from-gguf")
@@ -159,12 +156,15 @@ def train_rubric_generator(
     preset: Annotated[Optional[str], typer.Option(help="paper (Prefs Table 3) | small-gpu | cpu (train.preset).")] = None,
     loss: LossOpt = None,
     output_dir: OutputOpt = None,
+    resume_from: ResumeOpt = None,
 ) -> None:
     """GRPO of a rubric generator with the hybrid reward R_pref + R_llm + R_fmt (Prefs Eq. 1) by the judge role."""
+    from rubricforge.jobs.train import grpo_job
     from rubricforge.training.rubric_generator import build_rubric_generator
 
     cfg = cli_config(config, set_, **{"train.preset": preset, "train.loss": loss, "train.output_dir": output_dir})
-    _train_grpo(build_rubric_generator(cfg, pairs, model))
+    finish(grpo_job(cfg, "rubric-generator", _noted(build_rubric_generator(cfg, pairs, model)), model,
+                    {"pairs": pairs}, resume_from))
 
 
 @app.command("sft")
@@ -175,31 +175,36 @@ def train_sft(
     config: ConfigOpt = None,
     set_: SetOpt = None,
     output_dir: OutputOpt = None,
+    resume_from: ResumeOpt = None,
 ) -> None:
     """The cold-start SFT stage on trajectories (App. B Table 4 defaults; train.sft_args overrides)."""
-    from rubricforge.training.sft import run_sft
+    from rubricforge.jobs.train import trainer_job
+    from rubricforge.training.sft import build_sft
 
-    _trained("SFT", run_sft(cli_config(config, set_, **{"train.output_dir": output_dir}), data, model))
+    cfg = cli_config(config, set_, **{"train.output_dir": output_dir})
+    finish(trainer_job(cfg, "sft", build_sft(cfg, data, model), model, {"data": data}, resume_from))
 
 
 @app.command("dpo")
 def train_dpo(pairs: PairsOpt, model: ModelOpt, config: ConfigOpt = None, set_: SetOpt = None,
-              output_dir: OutputOpt = None) -> None:
+              output_dir: OutputOpt = None, resume_from: ResumeOpt = None) -> None:
     """DPO on chosen / rejected pairs (MindDR Eq. 14; train.dpo_beta, train.dpo_args)."""
-    from rubricforge.training.preference import run_preference
+    from rubricforge.jobs.train import trainer_job
+    from rubricforge.training.preference import build_dpo
 
     cfg = cli_config(config, set_, **{"train.output_dir": output_dir})
-    _trained("DPO", run_preference(cfg, pairs, model, "dpo"))
+    finish(trainer_job(cfg, "dpo", build_dpo(cfg, pairs, model), model, {"pairs": pairs}, resume_from))
 
 
 @app.command("self-sft")
 def train_self_sft(pairs: PairsOpt, model: ModelOpt, config: ConfigOpt = None, set_: SetOpt = None,
-                   output_dir: OutputOpt = None) -> None:
+                   output_dir: OutputOpt = None, resume_from: ResumeOpt = None) -> None:
     """Self-SFT on the chosen side of the pairs (MindDR Eq. 15; train.sft_args)."""
-    from rubricforge.training.preference import run_preference
+    from rubricforge.jobs.train import trainer_job
+    from rubricforge.training.preference import build_self_sft
 
     cfg = cli_config(config, set_, **{"train.output_dir": output_dir})
-    _trained("Self-SFT", run_preference(cfg, pairs, model, "self-sft"))
+    finish(trainer_job(cfg, "self-sft", build_self_sft(cfg, pairs, model), model, {"pairs": pairs}, resume_from))
 
 
 @app.command("dpo-pairs")

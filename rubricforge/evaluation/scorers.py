@@ -22,7 +22,9 @@
 * ``coverage`` (ResearchQA's rubric coverage, HOTE's and DR Tulu's tables): the share of the positive rubric items
   the response meets, by the same binary judgments (weights and negative items are not counted).
 
-An empty report scores 0 everywhere without a judge call.
+An empty report scores 0 everywhere without a judge call. A plugin's scorer (entry-point group
+``rubricforge.scorers``, :mod:`rubricforge.plugins`) is called as ``await scorer(judge, task, report, reference)``
+and returns the same shape.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ from typing import Any
 from rubricforge.errors import UserError
 from rubricforge.evaluation.citations import Resolve, fact, format_compliance
 from rubricforge.evaluation.exact import equivalence, exact_scores
+from rubricforge.evaluation.tasks import SCORERS
+from rubricforge.plugins import added
 from rubricforge.rewards.judging import Judge
 from rubricforge.rewards.minddr.race import (RaceScore, parse_race_rubrics, race_pointwise, race_score,
                                      scored_dimensions)
@@ -70,6 +74,8 @@ async def score(name: str, judge: Judge, task: Mapping[str, Any], report: str, r
         criteria = criteria_from(task["rubrics"], where=f"task {task.get('id')!r} rubrics")
         got = await rubric_reward(judge, str(task.get("question", "")), report, criteria, judge_mode)
         return {"metrics": {"rubric": got.value}, "per_criterion": got.per_criterion, "unscored": got.unscored}
+    if (plugin := added("scorers", SCORERS).get(name)) is not None:
+        return dict(await plugin(judge, task, report, reference))
     raise UserError(f"unknown scorer '{name}'", "use race, rubric, exact, equivalence, citation, format, healthbench "
                                                 "or coverage")
 

@@ -28,6 +28,7 @@ from typing import Any
 from rubricforge.corpora.rejects import Rejects
 from rubricforge.errors import UserError
 from rubricforge.export.convert import to_rubricforge_rows
+from rubricforge.plugins import added
 from rubricforge.rewards.inputs import load_examples
 from rubricforge.rewards.trajectory import parse_trajectory
 
@@ -69,9 +70,10 @@ def scorers_for(task: Mapping[str, Any], asked: Sequence[str] | None) -> tuple[s
                 return (name,)
         raise UserError(f"task {tid!r} has no answer, race_rubrics nor rubrics column: nothing to score it by",
                         "pass a rubricforge dataset, DRB's criteria.jsonl, or a format `rubricforge convert` reads")
+    known = (*SCORERS, *added("scorers", SCORERS))  # with the plugins' (rubricforge.plugins)
     for name in asked:
-        if name not in SCORERS:
-            raise UserError(f"unknown scorer '{name}'", f"use --scorers with some of: {', '.join(SCORERS)}")
+        if name not in known:
+            raise UserError(f"unknown scorer '{name}'", f"use --scorers with some of: {', '.join(known)}")
         if name in NEEDS and task.get(NEEDS[name]) in (None, "", []):
             raise UserError(f"task {tid!r} has no '{NEEDS[name]}' column (the '{name}' scorer reads it)",
                             "choose scorers the task set supports (--scorers), or leave --scorers out")

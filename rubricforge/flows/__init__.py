@@ -1,5 +1,7 @@
-"""Prefect flows and tasks that schedule the jobs and pipelines (no logic of their own: how a run ends and
-what is retried is decided in :mod:`rubricforge.jobs`).
+"""Prefect flows and tasks that schedule the jobs (no logic of their own: how a run ends and what is retried is
+decided in :mod:`rubricforge.jobs`; the tree build's admission loop and finish are the job's,
+:func:`rubricforge.jobs.tree.run_stages`, with one Prefect task per tree). They import :mod:`rubricforge.jobs`,
+never the pipelines; the index flow runs the stages of :mod:`rubricforge.corpora.indexing`.
 
 * :func:`rubricforge.flows.corpus.index_corpus` — load -> chunk -> embed -> index.
 * :func:`rubricforge.flows.tree.build_dataset` — seed topics -> evidence trees -> synthesis -> rule

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 from rubricforge.config import Config, load_config
-from rubricforge.corpora.indexing import IndexInfo
+from rubricforge.corpora.indexing import IndexInfo, index_ready
 from rubricforge.extras import needs
 from rubricforge.flows import tasks
 
@@ -39,3 +39,9 @@ def index_tasks(cfg: Config, progress: bool = False) -> IndexInfo:
     embedded = tasks.embed(cfg, stored, progress)
     indexed = tasks.index(cfg, stored, embedded, progress)
     return tasks.meta(cfg, stored, embedded, indexed, time.perf_counter() - t0)
+
+
+def ensure_index(cfg: Config) -> None:
+    """The index tasks (inside a flow) when the configured index is missing or unfinished."""
+    if not index_ready(cfg):
+        index_tasks(cfg)

@@ -13,8 +13,7 @@ from rubricforge.config import Config, load_config
 from rubricforge.extras import needs
 from rubricforge.flows.tasks import retry_condition
 from rubricforge.jobs.base import JobResult, check_push
-from rubricforge.jobs.kg import export_kg_run, kg_config, run_kg
-from rubricforge.pipelines.kg.run import KGSummary
+from rubricforge.jobs.kg import KGSummary, export_kg_run, kg_config, run_kg
 
 with needs("flows"):
     from prefect import flow, task

@@ -20,16 +20,14 @@ from rubricforge.jobs.base import BUILD_ROLES, JobResult, on_driver, preflight
 
 def build(cfg: Config, push_to_hub: str | None = None, progress: bool = True, verbose: bool = False) -> JobResult:
     """The ``build_dataset`` flow on ``cfg``, with the progress bar read from the run directory."""
-    from rubricforge.pipelines.tree.run import PIPELINE, progress_label, tree_ids
-    from rubricforge.rundir import RunDir
+    from rubricforge.jobs.tree import watch
 
     preflight(cfg, BUILD_ROLES, cfg.run_dir, push_to_hub)
     cfg, invocation = on_driver(cfg), uuid.uuid4().hex[:12]
     with _session(cfg, Path(cfg.run_dir) / "logs", verbose):
         from rubricforge.flows.tree import build_dataset
 
-        with RunDir(cfg.run_dir, PIPELINE).watch(progress_label(cfg), "trees", tree_ids(cfg.build.tree_cap()), invocation,
-                                                 also=("candidates", "verdicts"), enabled=progress):
+        with watch(cfg, invocation, cfg.build.tree_cap(), progress):
             return build_dataset(push_to_hub=push_to_hub, invocation=invocation, config=cfg)
 
 

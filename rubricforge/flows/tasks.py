@@ -1,4 +1,4 @@
-"""The flows' tasks: each calls one job or pipeline function (the flows only wire them together).
+"""The flows' tasks: each calls one job function (the flows only wire them together).
 
 Tree tasks persist their results under ``<run_dir>/prefect/`` with a cache keyed by their inputs and
 source (not Prefect's DEFAULT policy, which includes the flow run id), so a finished tree is a cache
@@ -18,9 +18,7 @@ from rubricforge.corpora import indexing as corpus
 from rubricforge.corpora.indexing import IndexInfo
 from rubricforge.extras import needs
 from rubricforge.jobs.base import JobResult, retryable
-from rubricforge.jobs.tree import export_run
-from rubricforge.pipelines.tree.run import BuildPlan, BuildSummary, finish_build, prepare_build
-from rubricforge.pipelines.tree.seeds import Seed
+from rubricforge.jobs.tree import BuildPlan, BuildSummary, Seed, export_run, finish_build, prepare_build
 
 with needs("flows"):
     from prefect import task

@@ -14,68 +14,83 @@ finished item stays in the run directory and the same flow resumes from it.
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 from rubricforge.config import Config, load_config
-from rubricforge.corpora.indexing import index_ready
+from rubricforge.errors import BudgetExceeded, ItemsFailed, UserError
 from rubricforge.extras import needs
 from rubricforge.flows import tasks
-from rubricforge.flows.corpus import index_tasks
+from rubricforge.flows.corpus import ensure_index
 from rubricforge.flows.limits import ensure_limits, shared
 from rubricforge.flows.runners import task_runner
 from rubricforge.flows.workers import release
 from rubricforge.jobs.base import JobResult, check_push, on_driver, partial_export
-from rubricforge.jobs.tree import TreeOutcome, export_run, run_status, tree_outcome
-from rubricforge.pipelines.tree.run import STAGES, BuildPlan, BuildSummary, TreeQuota, tree_id_for
+from rubricforge.jobs.tree import STAGES, BuildPlan, BuildSummary, Seed, TreeFailed, export_run, run_stages
 
 with needs("flows"):
     from prefect import flow
-    from prefect.futures import as_completed, wait
+
+
+class PrefectTrees:
+    """The trees as Prefect tasks (:func:`~rubricforge.flows.tasks.tree`, on the flow's task runner, retried by
+    Prefect), for the tree job's one admission loop (:func:`~rubricforge.jobs.tree.run_stages`). A task that still
+    failed is a :class:`~rubricforge.jobs.tree.TreeFailed` (a budget stop stops the run); the first configuration
+    mistake among them is :attr:`mistake`, what the run ends with."""
+
+    logs = None  # the workers write shards: the finish reads them
+
+    def __init__(self, cfg: Config, invocation: str):
+        self.cfg, self.invocation, self.task = cfg, invocation, tasks.tree_task(cfg)
+        self.mistake: UserError | None = None
+        self._waits = ThreadPoolExecutor(cfg.build.tree_concurrency, thread_name_prefix="tree-task")
+
+    async def run(self, seed: Seed, stages: Sequence[str] = STAGES) -> bool:
+        future = self.task.submit(self.cfg, self.invocation, seed, list(stages))
+        # result() waits for the final state; future.state may still lag behind it (seen: a retained tree read False)
+        result = await asyncio.get_running_loop().run_in_executor(self._waits, lambda: future.result(
+            raise_on_failure=False))
+        if isinstance(result, bool):
+            return result
+        if isinstance(result, BudgetExceeded):
+            raise result
+        if isinstance(result, UserError) and self.mistake is None:
+            self.mistake = result
+        raise TreeFailed(seed, result, self.cfg.runner.task_retries)
+
+    async def aclose(self) -> None:
+        """Wait for the tasks still running (a run that stopped early lets them finish), then close this process's
+        workers of the invocation."""
+        def close() -> None:  # off the event loop: closing a worker runs its own
+            self._waits.shutdown()
+            release(self.invocation)
+
+        await asyncio.to_thread(close)
 
 
 @flow(name="trees")
-def trees(cfg: Config, plan: BuildPlan, stages: list[str]) -> list[TreeOutcome]:
+def trees(cfg: Config, plan: BuildPlan, stages: list[str]) -> BuildSummary:
     """The seeds' trees through ``stages``, one task per tree, as many and as concurrently as
-    :class:`~rubricforge.pipelines.tree.run.TreeQuota` allows."""
+    :class:`~rubricforge.pipelines.tree.run.TreeQuota` allows, then the finish."""
     if shared(cfg):
         ensure_limits(cfg)
-    task, quota = tasks.tree_task(cfg), TreeQuota(cfg, stages)
-    futures: list[Any] = []
-    running: set[Any] = set()
-
-    def settle() -> None:
-        done = next(as_completed(list(running)))
-        running.remove(done)
-        # result() waits for the final state; done.state may still lag behind it (seen: a retained tree read False)
-        result = done.result(raise_on_failure=False)
-        quota.finished(result if isinstance(result, bool) else None)
-
-    for seed in plan.seeds:
-        while running and not quota.may_start(len(running)):
-            settle()
-        if not quota.may_start(len(running)):
-            break
-        quota.start()
-        futures.append(task.submit(cfg, plan.invocation, seed, stages))
-        running.add(futures[-1])
-    wait(futures)
-    release(plan.invocation)
-    return [tree_outcome(tree_id_for(seed), None if f.state.is_completed() else f.state.result(raise_on_failure=False),
-                         cfg.runner.task_retries) for seed, f in zip(plan.seeds, futures, strict=False)]
+    runner = PrefectTrees(cfg, plan.invocation)
+    try:
+        return asyncio.run(run_stages(cfg, plan, runner, stages))[0]
+    except ItemsFailed:
+        if runner.mistake is not None:  # a configuration mistake in a tree: the CLI's exit 2, not a run to retry
+            raise runner.mistake from None
+        raise
 
 
-def run_stages(cfg: Config, stages: list[str], invocation: str | None) -> BuildSummary:
-    """prepare -> the ``trees`` subflow on the configured runner -> finish; a failed tree ends the run with
-    :class:`~rubricforge.errors.ItemsFailed` naming it, or with the UserError of a configuration mistake."""
-    if not index_ready(cfg):
-        index_tasks(cfg)
+def stage_flow(cfg: Config, stages: list[str], invocation: str | None) -> BuildSummary:
+    """The index (if missing) -> prepare -> the ``trees`` subflow on the configured runner (with the finish); a
+    failed tree ends the run with :class:`~rubricforge.errors.ItemsFailed` naming it, or with the UserError of a
+    configuration mistake."""
+    ensure_index(cfg)
     plan = tasks.prepare(cfg, invocation)
-    outcomes = trees.with_options(task_runner=task_runner(cfg.runner))(cfg, plan, stages)
-    status, failure = run_status(outcomes)
-    summary = tasks.finish(cfg, plan, status)
-    if failure:
-        raise failure
-    return summary
+    return trees.with_options(task_runner=task_runner(cfg.runner))(cfg, plan, stages)
 
 
 def resolve(config: Config | None, config_path: str | None, overrides: list[str] | None) -> Config:
@@ -100,7 +115,7 @@ def build_dataset(config_path: str | None = None, overrides: list[str] | None = 
     cfg = resolve(config, config_path, overrides)
     check_push(push_to_hub)
     with partial_export(lambda: export_run(cfg, None)):  # a failed run's finished rows, marked partial
-        summary = run_stages(cfg, list(STAGES), invocation)
+        summary = stage_flow(cfg, list(STAGES), invocation)
     return tasks.export(cfg, summary, push_to_hub)
 
 
@@ -108,21 +123,21 @@ def build_dataset(config_path: str | None = None, overrides: list[str] | None = 
 def build_trees(config_path: str | None = None, overrides: list[str] | None = None,
                 invocation: str | None = None, config: Config | None = None) -> BuildSummary:
     """Stage 1 alone: the evidence trees."""
-    return run_stages(resolve(config, config_path, overrides), ["trees"], invocation)
+    return stage_flow(resolve(config, config_path, overrides), ["trees"], invocation)
 
 
 @flow(name="synthesize")
 def synthesize(config_path: str | None = None, overrides: list[str] | None = None,
                invocation: str | None = None, config: Config | None = None) -> BuildSummary:
     """Stage 2 alone: questions and rubrics from finished trees, rule-checked."""
-    return run_stages(resolve(config, config_path, overrides), ["candidates"], invocation)
+    return stage_flow(resolve(config, config_path, overrides), ["candidates"], invocation)
 
 
 @flow(name="verify")
 def verify(config_path: str | None = None, overrides: list[str] | None = None,
            invocation: str | None = None, config: Config | None = None) -> BuildSummary:
     """Stage 3 alone: the verifier's KEEP / REVISE / DROP for finished candidates."""
-    return run_stages(resolve(config, config_path, overrides), ["verdicts"], invocation)
+    return stage_flow(resolve(config, config_path, overrides), ["verdicts"], invocation)
 
 
 @flow(name="export_dataset")

@@ -1,4 +1,4 @@
-"""One :class:`~rubricforge.pipelines.tree.run.TreeWorker` per process and flow run.
+"""One :class:`~rubricforge.jobs.tree.TreeWorker` per process and flow run.
 
 The index, embedding model, tools and LLM client are loaded once per worker process (a thread pool shares one;
 each Dask / Ray / pool process has its own) and reused by every tree task of the same invocation, and write
@@ -15,7 +15,7 @@ import threading
 from collections import OrderedDict
 
 from rubricforge.config import Config
-from rubricforge.pipelines.tree.run import TreeWorker
+from rubricforge.jobs.tree import TreeWorker
 
 KEEP = 2  # invocations whose workers stay open in one process
 _workers: OrderedDict[str, TreeWorker] = OrderedDict()

@@ -2,23 +2,32 @@
 
 It sits above ``pipelines`` and ``export`` (one direction of dependency): the stages know nothing of
 the dataset layout, and the export reads only the run directory the stages wrote. How a run ends
-(:mod:`rubricforge.jobs.base`) is decided here, for the in-process run and for the flows alike.
+(:mod:`rubricforge.jobs.base`) is decided here, for the in-process run and for the flows alike: both go
+through :func:`run_stages` (prepare -> the one admission loop, :func:`~rubricforge.pipelines.tree.run.run_trees`
+-> finish); only what runs one tree differs (:class:`Trees`: a :class:`TreeWorker` here, a Prefect task per tree
+in :mod:`rubricforge.flows.tree`). The flows take every name they need from this module.
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
-from typing import Any
+import contextlib
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from rubricforge.config import Config
-from rubricforge.errors import ItemsFailed, UserError
+from rubricforge.errors import ItemsFailed
 from rubricforge.jobs.base import (BUILD_ROLES, JobResult, ending, exported, on_driver, partial_export, preflight,
-                                   retryable, status_of)
-from rubricforge.pipelines.tree.run import (PIPELINE, BuildSummary, TreeWorker, finish_build, prepare_build,
-                                            progress_label, run_trees, tree_ids)
+                                   retryable)
+from rubricforge.llm.errors import Unavailable
+from rubricforge.pipelines.tree.run import (PIPELINE, STAGES, BuildPlan, BuildSummary, TreeWorker, finish_build,
+                                            prepare_build, progress_label, run_trees, tree_id_for, tree_ids)
+from rubricforge.pipelines.tree.seeds import Seed
 from rubricforge.rundir import RunDir, StageLog
 from rubricforge.text import one_line
+
+__all__ = ["STAGES", "BuildPlan", "BuildSummary", "Seed", "TreeFailed", "TreeWorker", "Trees", "build_dataset",
+           "export_run", "finish_build", "prepare_build", "run_build", "run_stages", "watch"]
 
 
 def build_dataset(cfg: Config, progress: bool = True, push_to_hub: str | None = None) -> JobResult:
@@ -47,46 +56,57 @@ async def _run_build(cfg: Config, progress: bool) -> tuple[BuildSummary, dict[st
 
     with open_index(cfg, progress) as index:
         plan = prepare_build(cfg, index)
-        run_dir = RunDir(plan.run_dir, PIPELINE)
         worker = TreeWorker(cfg, plan.invocation, index=index)
-        failures: list[str] = []
-        try:
-            with run_dir.watch(progress_label(cfg), "trees", tree_ids(len(plan.seeds)), plan.invocation,
-                               also=("candidates", "verdicts"), enabled=progress), \
-                    ending(run_dir, plan.invocation) as outcome:
-                failures = await run_trees(worker, plan.seeds, cfg)
-        finally:
-            await worker.aclose()
+        with watch(cfg, plan.invocation, len(plan.seeds), progress):
+            summary, logs = await run_stages(cfg, plan, worker)
+    assert logs is not None  # a worker in this process keeps them
+    return summary, logs
+
+
+def watch(cfg: Config, invocation: str, trees: int, enabled: bool) -> contextlib.AbstractContextManager[None]:
+    """The progress bar of a run's first ``trees`` trees, read from the run directory (any executor)."""
+    return RunDir(cfg.run_dir, PIPELINE).watch(progress_label(cfg), "trees", tree_ids(trees), invocation,
+                                               also=("candidates", "verdicts"), enabled=enabled)
+
+
+class Trees(Protocol):
+    """What runs one tree through the stages: a :class:`TreeWorker` in this process, or the Prefect executor."""
+
+    @property
+    def logs(self) -> dict[str, StageLog[Any]] | None:
+        """The stage logs in memory; None: the finish reads them (and the workers' shards)."""
+
+    async def run(self, seed: Seed, stages: Sequence[str] = STAGES) -> bool: ...
+
+    async def aclose(self) -> None: ...
+
+
+class TreeFailed(Unavailable):
+    """A tree that raised ``error`` for good (after ``attempts`` runs, e.g. a Prefect task's retries): like a tree
+    whose LLM calls kept failing, the others go on and the run ends with ItemsFailed naming it."""
+
+    def __init__(self, seed: Seed, error: BaseException, retries: int):
+        self.error = error
+        attempts = retries + 1 if retryable(error) else 1
+        super().__init__(f"{tree_id_for(seed)}: {type(error).__name__}: {one_line(str(error), 300)} "
+                         f"(after {attempts} attempt(s))")
+
+
+async def run_stages(cfg: Config, plan: BuildPlan, trees: Trees, stages: Sequence[str] = STAGES
+                     ) -> tuple[BuildSummary, dict[str, StageLog[Any]] | None]:
+    """The plan's trees through ``stages`` by ``trees``, admitted by the one loop, then the finish: the summary
+    and the stage logs in memory (if any). A budget stop ends the run ``stopped: <why>``; trees that failed end
+    it with ItemsFailed naming them, every other item kept."""
+    run_dir, failures = RunDir(plan.run_dir, PIPELINE), list[str]()
+    try:
+        with ending(run_dir, plan.invocation) as outcome:
+            failures = await run_trees(lambda seed: trees.run(seed, stages), plan.seeds, cfg, stages)
+    finally:
+        await trees.aclose()
     if failures:  # trees whose LLM calls kept failing: every other item is kept, a re-run redoes just these
-        finish_build(cfg, plan, f"failed: {ItemsFailed(failures)}", worker.logs)
+        finish_build(cfg, plan, f"failed: {ItemsFailed(failures)}", trees.logs)
         raise ItemsFailed(failures)
-    return finish_build(cfg, plan, outcome.status, worker.logs), worker.logs
-
-
-@dataclass
-class TreeOutcome:
-    """How one tree task of a flow ended (``attempts``: how many times it ran; ``error``: what it raised)."""
-
-    tree_id: str
-    status: str
-    attempts: int = 1
-    error: BaseException | None = None
-
-
-def tree_outcome(tree_id: str, error: BaseException | None, retries: int) -> TreeOutcome:
-    return TreeOutcome(tree_id, status_of(error), retries + 1 if error is not None and retryable(error) else 1, error)
-
-
-def run_status(outcomes: list[TreeOutcome]) -> tuple[str, Exception | None]:
-    """A flow run's status from its trees' outcomes, and what to end the run with when a tree failed: the
-    UserError of a configuration mistake (the CLI's exit 2), else ItemsFailed naming the failed trees."""
-    failed = [o for o in outcomes if o.status.startswith("failed")]
-    if not failed:
-        return next((o.status for o in outcomes if o.status != "complete"), "complete"), None
-    items = ItemsFailed([f"{o.tree_id}: {type(o.error).__name__}: {one_line(str(o.error), 300)} "
-                         f"(after {o.attempts} attempt(s))" for o in failed])
-    user = next((o.error for o in failed if isinstance(o.error, UserError)), None)
-    return f"failed: {items}", user or items
+    return finish_build(cfg, plan, outcome.status, trees.logs), trees.logs
 
 
 def export_run(cfg: Config, summary: BuildSummary | None, push_to_hub: str | None = None,

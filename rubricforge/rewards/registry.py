@@ -6,14 +6,25 @@ when a docstring cites an equation of a paper that is not registered here. :data
 reward of :class:`~rubricforge.rewards.scorer.RewardScorer`: its ``--rewards`` group, the dataset columns it
 reads besides the completion, and its formula. :data:`ALL`, :data:`GROUPS` and :data:`COLUMNS` derive from it.
 
+The registry also holds each reward's implementation, ``fn(scorer, rollout) -> {"value": ..., details}``, and the
+scorer dispatches from it (:func:`spec`): a built-in binds its method with :func:`implements`, a plugin's
+:class:`RewardSpec` (entry-point group ``rubricforge.rewards``, :mod:`rubricforge.plugins`) carries its own.
+:func:`names`, :func:`groups` and :func:`columns` are the built-ins and the installed plugins together.
+
 Papers: DeepRubric (evidence trees), MindDR (technical report), Prefs (query-specific rubrics from human
 preferences), HOTE (tri-evolution), SCORE (self-evolving evaluator).
 """
 
 from __future__ import annotations
 
+import functools
 import re
-from dataclasses import dataclass
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, replace
+from typing import Any
+
+from rubricforge.errors import UserError
+from rubricforge.plugins import added
 
 PAPERS = ("DeepRubric", "MindDR", "Prefs", "HOTE", "SCORE")
 CITED = re.compile(r"Eqs?\.\s*(\d+(?:\s*(?:[–-]|,|and)\s*\d+)*)")  # "Eq. 4", "Eqs. 9–12, 14", "Eqs. 6 and 7"
@@ -139,6 +150,9 @@ FORMULAS: tuple[Formula, ...] = (
 )
 
 
+RewardFn = Callable[[Any, Any], Coroutine[Any, Any, dict[str, Any]]]  # (RewardScorer, Rollout) -> {"value": float | None, ...}
+
+
 @dataclass(frozen=True)
 class RewardSpec:
     name: str  # the reward's name in ``--rewards``, ``train.reward`` and TRL's reward functions
@@ -146,6 +160,7 @@ class RewardSpec:
     columns: tuple[str, ...]  # the dataset columns it reads besides the completion
     paper: str
     equation: str  # where the formula is in the paper
+    fn: RewardFn | None = None  # its implementation (a built-in's is bound by @implements)
 
 
 REWARDS: tuple[RewardSpec, ...] = (
@@ -171,6 +186,63 @@ GROUPS: dict[str, tuple[str, ...]] = {
     **{g: tuple(r.name for r in REWARDS if r.group == g) for g in dict.fromkeys(r.group for r in REWARDS)},
     "all": ALL}
 COLUMNS: dict[str, tuple[str, ...]] = {r.name: r.columns for r in REWARDS}
+
+
+_BOUND: dict[str, RewardFn] = {}  # the built-ins' implementations, bound by @implements
+
+
+def implements(name: str) -> Callable[[RewardFn], RewardFn]:
+    """Bind ``fn`` as the implementation of the built-in reward ``name`` (a method of the scorer)."""
+    if name not in COLUMNS:
+        raise ValueError(f"{name} is not declared in REWARDS")
+
+    def bind(fn: RewardFn) -> RewardFn:
+        _BOUND[name] = fn
+        return fn
+
+    return bind
+
+
+def specs() -> dict[str, RewardSpec]:
+    """Every reward by name, with its implementation: the built-ins, then the installed plugins."""
+    return _specs(len(_BOUND))
+
+
+@functools.lru_cache(maxsize=None)
+def _specs(bound: int) -> dict[str, RewardSpec]:  # made again when a built-in is bound
+    plugins = added("rewards", ALL)
+    for name, plugin in plugins.items():
+        if not isinstance(plugin, RewardSpec) or plugin.fn is None or plugin.name != name:
+            raise UserError(f"the reward plugin '{name}' is not a RewardSpec named '{name}' with its fn",
+                            "point the entry point at RewardSpec(name, group, columns, paper, equation, fn)")
+    return {**{r.name: replace(r, fn=_BOUND.get(r.name)) for r in REWARDS}, **plugins}
+
+
+def spec(name: str) -> RewardSpec:
+    """The reward ``name`` with its implementation; a UserError lists the names there are."""
+    found = specs()
+    if name not in found:
+        raise UserError(f"unknown reward '{name}'", f"use one of: {', '.join(found)}")
+    return found[name]
+
+
+def names() -> tuple[str, ...]:
+    return tuple(specs())
+
+
+def groups() -> dict[str, tuple[str, ...]]:
+    """:data:`GROUPS` with the plugins' groups (a plugin may also join a built-in group)."""
+    found = specs()
+    out: dict[str, tuple[str, ...]] = {}
+    for r in found.values():
+        out[r.group] = (*out.get(r.group, ()), r.name)
+    return {**out, "all": tuple(found)}
+
+
+def columns(name: str) -> tuple[str, ...]:
+    """The dataset columns the reward ``name`` reads (none for an unknown name)."""
+    found = specs().get(name)
+    return found.columns if found is not None else ()
 
 
 def registered(paper: str) -> set[int]:

@@ -18,8 +18,9 @@ top of the LLM cache (re-scoring a rollout later costs no judge call). Columns u
 * preference-trained rubrics (Prefs §3.4 "Reward Assignment"): ``pref_rubric`` is S(r|y) of the answer under the row's ``rubrics``
   (e.g. written per query by a trained generator with ``rubricforge rubrics generate``), C.2 judge on 1–10.
 
-:mod:`~rubricforge.rewards.registry` declares each reward once (group, columns, formula); :data:`ALL`,
-:data:`GROUPS` and :data:`COLUMNS` come from it, and each reward ``name`` is computed by the method ``_name``.
+:mod:`~rubricforge.rewards.registry` declares each reward once (group, columns, formula) and holds its
+implementation: a built-in's is the method bound here with :func:`~rubricforge.rewards.registry.implements`, a
+plugin's comes with its spec; :meth:`RewardScorer.details` dispatches from the registry.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from rubricforge.rewards.judging import Judge
 from rubricforge.rewards.minddr.orm import orm_reward
 from rubricforge.rewards.prefs.report_score import report_score, weighted_score
 from rubricforge.rewards.minddr.race import parse_race_rubrics, race_score
-from rubricforge.rewards.registry import ALL, COLUMNS, GROUPS
+from rubricforge.rewards.registry import GROUPS, columns, implements, spec
 from rubricforge.rewards.deeprubric.rubric_reward import criteria_from, rubric_reward
 from rubricforge.rewards.deeprubric.search_reward import search_reward
 from rubricforge.rewards.minddr.tense_check import detect_tense_errors, tense_penalty
@@ -68,15 +69,15 @@ def check_columns(rows: Iterable[Mapping[str, Any]], rewards: Iterable[str], whe
                   fix: str = "use a rubricforge export that has it, or choose rewards that do not need it (--rewards)"
                   ) -> None:
     """Before any work: a UserError naming the first example that lacks a column one of ``rewards`` reads
-    (the registry's :data:`COLUMNS`), or ``prompt_column`` (a trainer's prompt)."""
+    (:func:`~rubricforge.rewards.registry.columns`), or ``prompt_column`` (a trainer's prompt)."""
     rewards = list(rewards)
     needed = dict.fromkeys([prompt_column] if prompt_column else [])
     for name in rewards:
-        needed.update(dict.fromkeys(COLUMNS.get(name, ())))
+        needed.update(dict.fromkeys(columns(name)))
     for row in rows:
         for column in needed:
             if row.get(column) in (None, "", []):
-                reward = next((r for r in rewards if column in COLUMNS.get(r, ())), None)
+                reward = next((r for r in rewards if column in columns(r)), None)
                 why = f" (the '{reward}' reward reads it)" if reward else " (the agent's prompt)"
                 raise UserError(f"dataset {where}: example {row.get('id', '?')!r} has no '{column}' column{why}", fix)
 
@@ -85,7 +86,7 @@ def check_rubrics(rows: Iterable[Mapping[str, Any]], rewards: Iterable[str], whe
     """Before any judge call, when one of ``rewards`` reads the ``rubrics`` column: a UserError naming the first row
     (and criterion) whose rubric set cannot be scored — an empty list, a criterion without text or weight, a
     criterion id used twice, or weights that sum to zero or less (every score would be 0 or undefined)."""
-    if not any("rubrics" in COLUMNS.get(name, ()) for name in rewards):
+    if not any("rubrics" in columns(name) for name in rewards):
         return
     fix = "fix the row's rubrics in the dataset (or leave the row out)"
     for row in rows:
@@ -150,19 +151,20 @@ class RewardScorer:
     # ------------------------------------------------------------ one component
 
     async def component(self, name: str, rollout: Rollout) -> float | None:
-        """The value of one reward (a name of :data:`ALL`) for ``rollout``; None = unscored."""
+        """The value of one reward (a name of :func:`~rubricforge.rewards.registry.names`) for ``rollout``;
+        None = unscored."""
         details = await self.details(name, rollout)
         return details["value"]
 
     @staticmethod
     def check_name(name: str) -> None:
-        if name not in ALL:
-            raise UserError(f"unknown reward '{name}'", f"use one of: {', '.join(ALL)}")
+        spec(name)
 
     async def details(self, name: str, rollout: Rollout) -> dict[str, Any]:
-        self.check_name(name)
+        fn = spec(name).fn
+        assert fn is not None, f"reward {name} has no implementation"
         key = rollout.key() + (str(self.scheduler.weights) if name == "search_rl" else "")  # λ change per step
-        return await self._once((name, key), lambda: getattr(self, f"_{name}")(rollout))
+        return await self._once((name, key), lambda: fn(self, rollout))
 
     async def score(self, rollout: Rollout, names: tuple[str, ...] = DEEPRUBRIC) -> dict[str, dict[str, Any]]:
         """Every reward of ``names`` for one rollout: name -> {"value", ...details}."""
@@ -205,28 +207,33 @@ class RewardScorer:
 
     # ------------------------------------------------------------ DeepRubric (Eq. 4, 5, 7, 8, App. A.4)
 
+    @implements("rubric")
     async def _rubric(self, rollout: Rollout) -> dict[str, Any]:
         criteria = criteria_from(rollout.column("rubrics"), where=f"example {rollout.example.get('id', '?')!r} rubrics")
         got = await rubric_reward(self.judge, str(rollout.column("question")), self._trajectory(rollout).answer,
                                   criteria, self.cfg.reward.judge_mode)
         return {"value": got.value, "raw": got.raw, "per_criterion": got.per_criterion, "unscored": got.unscored}
 
+    @implements("hote")
     async def _hote(self, rollout: Rollout) -> dict[str, Any]:
         criteria = criteria_from(rollout.column("rubrics"), where=f"example {rollout.example.get('id', '?')!r} rubrics")
         got = await hote_reward(self.judge, str(rollout.column("question")), self._trajectory(rollout).answer, criteria)
         return {"value": got.value, "per_criterion": got.per_rubric, "unscored": got.unscored}
 
+    @implements("format")
     async def _format(self, rollout: Rollout) -> dict[str, Any]:
         traj = self._trajectory(rollout)
         got = format_reward(traj, no_tool=rollout.no_tool)
         return {"value": got.total, "components": got.components, "protocol": traj.protocol}
 
+    @implements("search")
     async def _search(self, rollout: Rollout) -> dict[str, Any]:
         r = self.cfg.reward
         traj = self._trajectory(rollout)
         return {"value": search_reward(traj, upper=r.search_upper, distinct_queries=r.distinct_queries),
                 "tool_calls": len(traj.tool_calls)}
 
+    @implements("citation")
     async def _citation(self, rollout: Rollout) -> dict[str, Any]:
         traj = self._trajectory(rollout)
         got = await citation_reward(self.judge, str(rollout.column("question")), traj.answer,
@@ -234,12 +241,14 @@ class RewardScorer:
         return {"value": got.value, "f1": got.f1, "r_fmt": got.r_fmt, "claims": len(got.claims),
                 "format": got.format_detail}
 
+    @implements("composite")
     async def _composite(self, rollout: Rollout) -> dict[str, Any]:
         names = ("rubric", "format") if rollout.no_tool else ("rubric", "format", "citation", "search")
         parts = await asyncio.gather(*(self.details(n, rollout) for n in names))
         values = {n: p["value"] for n, p in zip(names, parts, strict=True)}
         return {"value": composite(values, self.cfg.reward.weights), "components": values}
 
+    @implements("pref_rubric")
     async def _pref_rubric(self, rollout: Rollout) -> dict[str, Any]:
         """Prefs Eq. 2 (S(r|y)) as the agent's reward. A rollout without an answer gets, without a judge call, the
         lowest S the rubric allows (no positive item met, every error item committed), so not answering
@@ -261,12 +270,14 @@ class RewardScorer:
             return traj.answer
         return traj.partial_answer or (traj.steps[-1].text if traj.steps else "")
 
+    @implements("race")
     async def _race(self, rollout: Rollout) -> dict[str, Any]:
         rubrics = _race_rubrics(rollout)
         got = await race_score(self.judge, rubrics.query, self._report_text(rollout),
                                str(rollout.column("reference_report")), rubrics)
         return {"value": got.value, "dimensions": got.dimensions, "target": got.target, "reference": got.reference}
 
+    @implements("report_citation")
     async def _report_citation(self, rollout: Rollout) -> dict[str, Any]:
         traj = self._trajectory(rollout)
         tag = self.cfg.reward.answer_tag
@@ -276,6 +287,7 @@ class RewardScorer:
         return {"value": report_rules.report_citation_reward(counts.n_gen, n_ref, counts.n_valid),
                 "n_gen": counts.n_gen, "n_ref": n_ref, "n_valid": counts.n_valid}
 
+    @implements("report_format")
     async def _report_format(self, rollout: Rollout) -> dict[str, Any]:
         completion = rollout.completion if isinstance(rollout.completion, str) else "\n".join(
             step.text for step in self._trajectory(rollout).steps)
@@ -283,6 +295,7 @@ class RewardScorer:
         return {"value": v.reward, "v_tag": v.v_tag, "v_md": v.v_md, "v_ref": v.v_ref,
                 "details": list(v.details)}
 
+    @implements("report")
     async def _report(self, rollout: Rollout) -> dict[str, Any]:
         race, cite, fmt = await asyncio.gather(*(self.details(n, rollout)
                                                  for n in ("race", "report_citation", "report_format")))
@@ -291,6 +304,7 @@ class RewardScorer:
                                            r.report_lambda_format)
         return {"value": value, "race": race["value"], "citation": cite["value"], "format": fmt["value"]}
 
+    @implements("tense")
     async def _tense(self, rollout: Rollout) -> dict[str, Any]:
         """MindDR App. 8.4 on the report: predictions for a period that ended before ``reward.tense_today``
         (default: today) with no forecasting institution named nearby; see :func:`tense_penalty`."""
@@ -321,15 +335,18 @@ class RewardScorer:
         entities = rollout.column("key_entities")
         return [entities] if isinstance(entities, str) else list(entities)
 
+    @implements("prm")
     async def _prm(self, rollout: Rollout) -> dict[str, Any]:
         return {"value": search_rl.prm_reward(self._trajectory(rollout), self._entities(rollout))}
 
+    @implements("orm")
     async def _orm(self, rollout: Rollout) -> dict[str, Any]:
         aliases = rollout.example.get("answer_aliases") or []
         got = await orm_reward(self.orm_judges, str(rollout.column("question")), self._trajectory(rollout).answer,
                                str(rollout.column("answer")), list(aliases), votes=self.cfg.reward.orm_votes)
         return {"value": got.value, "votes": got.votes}
 
+    @implements("search_rl")
     async def _search_rl(self, rollout: Rollout) -> dict[str, Any]:
         orm = await self.details("orm", rollout)
         got = search_rl.search_rl_reward(self._trajectory(rollout), self._entities(rollout), orm["value"],

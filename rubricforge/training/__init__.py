@@ -10,6 +10,7 @@
   trajectories (the sampling itself is a job, :mod:`~rubricforge.jobs.rollouts`, as are the DPO preference
   pairs, :mod:`~rubricforge.jobs.dpo_pairs`), the cold-start SFT stage.
 
-The agent itself (prompt, tasks, tool environments, episodes) is :mod:`rubricforge.agent`. Only the CLI imports
+The agent itself (prompt, tasks, tool environments, episodes) is :mod:`rubricforge.agent`. Each `train` command runs
+as a job (:mod:`rubricforge.jobs.train`: run directory, resume rule, budget stop). Only the CLI and the jobs import
 from here; torch, transformers, trl and datasets are imported inside functions.
 """

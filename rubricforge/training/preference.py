@@ -71,11 +71,3 @@ def build_self_sft(cfg: Config, pairs: str | Path, model: str) -> Any:
     rows = [{"messages": [*r["prompt"], *r["chosen"]], "tools": None} for r in pair_rows(pairs)]
     return sft_trainer(cfg, rows, model, "self-sft")
 
-
-def run_preference(cfg: Config, pairs: str | Path, model: str, method: str) -> tuple[Path, dict[str, float]]:
-    """Train with ``method`` (``dpo`` | ``self-sft``), save the policy; returns its folder and the last metrics."""
-    trainer = build_dpo(cfg, pairs, model) if method == "dpo" else build_self_sft(cfg, pairs, model)
-    trainer.train()
-    trainer.save_model(trainer.args.output_dir)
-    history = [h for h in trainer.state.log_history if "loss" in h]
-    return Path(trainer.args.output_dir), history[-1] if history else {}

@@ -230,11 +230,3 @@ def build_sft(cfg: Config, trajectories: str | Path, model: str) -> Any:
     """:func:`sft_trainer` over the trajectories of a JSONL file (checked first)."""
     return sft_trainer(cfg, sft_rows(trajectories), model)
 
-
-def run_sft(cfg: Config, trajectories: str | Path, model: str) -> tuple[Path, dict[str, float]]:
-    """Train, save the model to the output folder; returns it and the last logged metrics."""
-    trainer = build_sft(cfg, trajectories, model)
-    trainer.train()
-    trainer.save_model(trainer.args.output_dir)
-    history = [h for h in trainer.state.log_history if "loss" in h]
-    return Path(trainer.args.output_dir), history[-1] if history else {}

@@ -44,6 +44,8 @@ PRIVATE_METHODS: dict[str, tuple[str, ...]] = {
 PRIVATE_ATTRIBUTES = ("_metrics", "_tokenizer")  # set in GRPOTrainer.__init__
 # SFTTrainer's (transformers' Trainer's), overridden by the SFT curriculum
 SFT_PRIVATE_METHODS: dict[str, tuple[str, ...]] = {"_get_train_sampler": ("self", "train_dataset")}
+# transformers' Trainer's, called by every trainer after a budget stop (:func:`save_checkpoint`)
+TRAINER_PRIVATE_METHODS: dict[str, tuple[str, ...]] = {"_save_checkpoint": ("self", "model", "trial")}
 
 
 class Checkpointed(Protocol):
@@ -63,6 +65,17 @@ def save_state(state: Checkpointed) -> Any:
                 state.save(Path(args.output_dir) / f"checkpoint-{trainer_state.global_step}" / STATE_FILE)
 
     return SaveState()
+
+
+def save_checkpoint(trainer: Any) -> Path:
+    """A full checkpoint of the last finished step (policy, optimiser, scheduler, RNG, trainer state, and through
+    the callbacks' ``on_save`` the per-step state), as the trainer's own periodic save writes it; kept as it is
+    when that step was saved already. For a run stopped between steps (a budget stop in a reward function)."""
+    path = Path(trainer.args.output_dir) / f"checkpoint-{trainer.state.global_step}"
+    if not (path / "trainer_state.json").is_file():
+        trainer._save_checkpoint(trainer.model, None)
+        trainer.control = trainer.callback_handler.on_save(trainer.args, trainer.state, trainer.control)
+    return path
 
 
 def log_metric(trainer: Any, name: str, value: float) -> None:

@@ -27,3 +27,34 @@ def test_the_ideal_of_a_call_graph_waits_for_dependent_calls_and_each_roles_slot
     # a call with two attempts holds its slot for both; calls answered before another was issued are its
     # dependencies, calls of another tree never are
     assert simulate([(0, "generator", 0.0, 2.0, 2), (1, "generator", 0.0, 1.0, 1)], {"generator": 1}, 1.0) == 3.0
+
+
+def test_the_fake_merge_asks_only_what_its_rubrics_check():
+    """The benchmark's fake merge passes the coverage check (so candidates reach the verifier and rows are retained);
+    the pipeline fake's own question has clauses no rubric checks. Word overlap alone decides here (a zero
+    embedding): the benchmark's question passes on it, without the embedding's help."""
+    import json
+
+    import numpy as np
+    from support.pipeline_fake import TREE_MARKER, pipeline_answer
+
+    from rubricforge.pipelines.tree.rules import coverage_failures
+    from rubricforge.schema import Criterion
+
+    tree = {"nodes": [{"query": "Stanley Kubrick"}], "leaves": [
+        {"id": "L1", "query": "Kubrick films", "evidence": ["Kubrick directed 2001: A Space Odyssey in 1968."]},
+        {"id": "L2", "query": "Kubrick style", "evidence": ["Kubrick was known for long takes and symmetry."]}]}
+    body = {"messages": [{"role": "user", "content": f"{TREE_MARKER}{json.dumps(tree)}"}],
+            "response_format": {"json_schema": {"name": "MergeOutput", "schema": {}}}}
+
+    def failures(reply):
+        answer = json.loads(reply.content)
+        return coverage_failures(answer["question"], [Criterion.model_validate(r) for r in answer["rubrics"]],
+                                 lambda texts: np.zeros((len(texts), 4)))
+
+    fake = pipeline_answer(body)
+    assert [f.split("'")[1] for f in failures(fake)] == ["What does the evidence establish about Stanley Kubrick",
+                                                          "which of its facets remain open"]
+    covered = _benchmark().covered(fake)
+    assert json.loads(covered.content)["question"] == "What does the evidence establish about Stanley Kubrick?"
+    assert failures(covered) == []

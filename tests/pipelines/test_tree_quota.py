@@ -35,7 +35,7 @@ def seeds(n: int) -> list[Seed]:
 def build(retained: list[bool], *overrides: str) -> FakeWorker:
     cfg = derive(Config(), *overrides)
     worker = FakeWorker(retained)
-    assert asyncio.run(run_trees(worker, seeds(cfg.build.tree_cap()), cfg)) == []
+    assert asyncio.run(run_trees(worker.run, seeds(cfg.build.tree_cap()), cfg)) == []
     return worker
 
 
@@ -78,5 +78,5 @@ def test_a_tree_whose_calls_failed_is_not_replaced_by_another_seed():
 
     cfg = derive(Config(), "build.n_trees=3", "build.tree_concurrency=3")
     worker = Failing([False] * 10)
-    assert len(asyncio.run(run_trees(worker, seeds(cfg.build.tree_cap()), cfg))) == 3
+    assert len(asyncio.run(run_trees(worker.run, seeds(cfg.build.tree_cap()), cfg))) == 3
     assert sorted(worker.started) == [0, 1, 2]  # the re-run redoes these three; no fourth seed in their place

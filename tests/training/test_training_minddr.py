@@ -33,7 +33,8 @@ def change(tmp_path: Path, model: Path, method: str, lr: float) -> tuple[float, 
     """(Δ log p(chosen), Δ log p(rejected)) summed over the questions after two steps of ``method`` at ``lr``."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from rubricforge.training.preference import run_preference
+    from rubricforge.jobs.train import trainer_job
+    from rubricforge.training.preference import build_dpo, build_self_sft
 
     args = {**CPU, "learning_rate": lr, **({"warmup_steps": 0, "max_length": 512} if method == "self-sft" else {})}
     cfg = Config.model_validate({"train": {"output_dir": str(tmp_path / f"{method}-{lr}"),
@@ -46,9 +47,11 @@ def change(tmp_path: Path, model: Path, method: str, lr: float) -> tuple[float, 
         return (sum(log_prob(m, tok, p, FAVOURED) for p in prompts), sum(log_prob(m, tok, p, DISFAVOURED) for p in prompts))
 
     before = logps(model)
-    out, metrics = run_preference(cfg, pairs(tmp_path), str(model), method)
-    assert metrics["loss"] == metrics["loss"]  # logged, not NaN
-    after = logps(out)
+    build = build_dpo if method == "dpo" else build_self_sft
+    data = pairs(tmp_path)
+    done = trainer_job(cfg, method, build(cfg, data, str(model)), str(model), {"pairs": data})
+    assert done.status == "complete" and done.summary.metrics["loss"] == done.summary.metrics["loss"]  # not NaN
+    after = logps(Path(done.out))
     return after[0] - before[0], after[1] - before[1]
 
 

@@ -12,7 +12,8 @@ import pytest
 
 from rubricforge.config import Config
 from rubricforge.training.adaptive import StepHooks
-from rubricforge.training.trl_seams import PRIVATE_ATTRIBUTES, PRIVATE_METHODS, SFT_PRIVATE_METHODS
+from rubricforge.training.trl_seams import (PRIVATE_ATTRIBUTES, PRIVATE_METHODS, SFT_PRIVATE_METHODS,
+                                           TRAINER_PRIVATE_METHODS)
 from support.config import derive
 from support.paths import ROOT
 
@@ -48,7 +49,8 @@ def _init_attributes(cls: type) -> set[str]:
 def test_the_installed_trl_has_every_private_method_the_seams_use():
     from trl import GRPOTrainer, SFTTrainer
 
-    wrong = _check_signatures(GRPOTrainer, PRIVATE_METHODS) + _check_signatures(SFTTrainer, SFT_PRIVATE_METHODS)
+    wrong = (_check_signatures(GRPOTrainer, PRIVATE_METHODS) + _check_signatures(SFTTrainer, SFT_PRIVATE_METHODS)
+             + _check_signatures(SFTTrainer, TRAINER_PRIVATE_METHODS))
     missing = [a for a in PRIVATE_ATTRIBUTES if a not in _init_attributes(GRPOTrainer)]
     assert not wrong and not missing, (
         f"TRL {trl.__version__} moved a seam of rubricforge/training/trl_seams.py: {'; '.join(wrong)}"
@@ -71,7 +73,7 @@ def test_only_the_seam_module_touches_private_trainer_members():
                     outside.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {name}")
     assert outside == []
     # every private member the seams use is declared, so the signature test covers it
-    assert inside == {*PRIVATE_METHODS, *SFT_PRIVATE_METHODS, *PRIVATE_ATTRIBUTES}
+    assert inside == {*PRIVATE_METHODS, *SFT_PRIVATE_METHODS, *TRAINER_PRIVATE_METHODS, *PRIVATE_ATTRIBUTES}
 
 
 @pytest.mark.parametrize("settings, reward, adaptive", [

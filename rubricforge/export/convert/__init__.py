@@ -3,7 +3,8 @@
 One module per format, each with ``NAME``, ``DESCRIPTION``, ``detect(record)``, ``to_rubricforge(record, n)``
 and ``from_rubricforge(row, source)`` (both raise ValueError with the reason a record cannot convert); every
 conversion goes through the rubricforge row (:mod:`._rows`). :data:`FORMATS` is the registry, in detection
-order (the first format whose ``detect`` accepts a record names the file's format).
+order (the first format whose ``detect`` accepts a record names the file's format); :func:`formats` adds the
+formats of plugins (entry-point group ``rubricforge.formats``, :mod:`rubricforge.plugins`), detected after them.
 
 Files: ``.jsonl`` (one record a line), ``.json`` (an array), ``.parquet``, or a dataset folder / run directory
 (read as ``rubricforge reward score`` reads it). A record that cannot convert is skipped, counted by reason
@@ -27,6 +28,7 @@ from rubricforge.errors import UserError
 from rubricforge.export.convert import (deeprubric, drb, drtulu, healthbench, openinstruct, rar, researchqa,
                                        researchrubrics, rubrichub, rubricforge, trl, verl, verlrubric)
 from rubricforge.extras import needs
+from rubricforge.plugins import added
 from rubricforge.rundir import atomic_write_text
 
 FORMATS: dict[str, ModuleType] = {m.NAME: m for m in (verlrubric, verl, openinstruct, drtulu, deeprubric, drb,
@@ -35,16 +37,21 @@ FORMATS: dict[str, ModuleType] = {m.NAME: m for m in (verlrubric, verl, openinst
 RF = rubricforge.NAME
 
 
-def get_format(name: str) -> ModuleType:
-    if name not in FORMATS:
-        raise UserError(f"unknown format '{name}'", f"use one of: {', '.join(FORMATS)}")
-    return FORMATS[name]
+def formats() -> dict[str, Any]:
+    """The built-in formats, then the plugins' (a module or object with the same five names)."""
+    return {**FORMATS, **added("formats", FORMATS)}
+
+
+def get_format(name: str) -> Any:
+    if name not in (known := formats()):
+        raise UserError(f"unknown format '{name}'", f"use one of: {', '.join(known)}")
+    return known[name]
 
 
 def detect_format(record: Any) -> str | None:
     if not isinstance(record, Mapping):
         return None
-    return next((name for name, m in FORMATS.items() if m.detect(record)), None)
+    return next((name for name, m in formats().items() if m.detect(record)), None)
 
 
 # ------------------------------------------------------------------ files
@@ -133,8 +140,8 @@ def convert_records(records: Iterator[tuple[int, Any]], path: str | Path, to: st
         if reader is None:
             if (found := detect_format(record)) is None:
                 raise UserError(f"{path}: record {n} is in no known format",
-                                f"pass --from (one of: {', '.join(FORMATS)})")
-            reader, out.source_format = FORMATS[found], found
+                                f"pass --from (one of: {', '.join(formats())})")
+            reader, out.source_format = get_format(found), found
         try:
             out.rows.append(convert_one(reader, target, record, n, label))
         except ValueError as exc:
@@ -142,7 +149,7 @@ def convert_records(records: Iterator[tuple[int, Any]], path: str | Path, to: st
     return out
 
 
-def convert_one(reader: ModuleType, target: ModuleType, record: Any, n: int, label: str = "rubricforge") -> dict[str, Any]:
+def convert_one(reader: Any, target: Any, record: Any, n: int, label: str = "rubricforge") -> dict[str, Any]:
     """One record from ``reader``'s format to ``target``'s; a ValueError with the one-line reason when it cannot."""
     try:
         if not isinstance(record, Mapping):
@@ -184,7 +191,7 @@ def to_rubricforge_rows(path: str | Path, rows: list[Any]) -> tuple[list[dict[st
     out = []
     for n, record in enumerate(rows):
         try:
-            out.append(convert_one(FORMATS[found], FORMATS[RF], record, n))
+            out.append(convert_one(get_format(found), FORMATS[RF], record, n))
         except ValueError as exc:
             raise UserError(f"{path}: row {n + 1} ({found} format) cannot be read: {exc}",
                             f"fix it, or convert the file with `rubricforge convert {path} OUT.jsonl --from {found}` "

@@ -1,5 +1,6 @@
 """The backend interface and its implementations: litellm, a direct OpenAI-compatible HTTP client, the
-embedded local model, replay.
+embedded local model, replay; and the backends of plugins (entry-point group ``rubricforge.backends``,
+:mod:`rubricforge.plugins`).
 
 A backend turns one :class:`Request` into one :class:`Completion`, enforcing the request's JSON schema
 where it can. It raises :class:`TransientError` for what is worth retrying, :class:`RequestFailed` for a
@@ -61,7 +62,13 @@ def make_backend(kind: str, cfg: LLMConfig) -> Backend:
         from rubricforge.llm.backends.replay import ReplayBackend
 
         return ReplayBackend(cfg.replay_path)
-    raise ValueError(f"unknown backend {kind!r}")  # the config's Literal makes this unreachable for users
+    from rubricforge.config import BACKENDS
+    from rubricforge.plugins import added
+
+    plugin = added("backends", (*BACKENDS, "openai-http")).get(kind)
+    if plugin is None:  # the config's validator makes this unreachable for users
+        raise ValueError(f"unknown backend {kind!r}")
+    return plugin(cfg)  # a plugin's Backend, made from the LLM config
 
 
 def role_api_key(role: str, role_cfg: RoleConfig) -> str | None:

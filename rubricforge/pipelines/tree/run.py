@@ -49,7 +49,7 @@ import asyncio
 import contextlib
 import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -164,16 +164,18 @@ class TreeQuota:
         self.failed += retained is None
 
 
-async def run_trees(worker: TreeWorker, seeds: list[Seed], cfg: Config) -> list[str]:
-    """The seeds' trees through the three stages, as many and as concurrently as :class:`TreeQuota` allows;
-    returns the errors of the trees whose LLM calls failed transiently (the others went on). Any other
-    failure cancels the others (their finished items are already logged)."""
-    quota, failures = TreeQuota(cfg), list[str]()
+async def run_trees(run: Callable[[Seed], Awaitable[bool]], seeds: list[Seed], cfg: Config,
+                    stages: Sequence[str] = STAGES) -> list[str]:
+    """The seeds' trees through ``stages`` (``run(seed)``: one tree, in this process or as a Prefect task), as many
+    and as concurrently as :class:`TreeQuota` allows; returns the errors of the trees whose LLM calls failed
+    transiently (the others went on). Any other failure cancels the others (their finished items are already
+    logged). The one admission loop of the tree job, whatever runs the trees."""
+    quota, failures = TreeQuota(cfg, stages), list[str]()
     running: set[asyncio.Task[bool | None]] = set()
 
     async def one(seed: Seed) -> bool | None:
         try:
-            return await worker.run(seed)
+            return await run(seed)
         except Unavailable as exc:
             failures.append(str(exc))
             return None
