@@ -314,6 +314,7 @@ class RewardScorer:
                 "errors": [f.candidate.matched_text for f in findings if f.error],
                 "unscored": sum(f.error is None for f in findings)}
 
+    @implements("alignment")
     async def _alignment(self, rollout: Rollout) -> dict[str, Any]:
         """MindDR §5.4's pair score s(x, y) (:mod:`~rubricforge.rewards.minddr.alignment`): the independent judges'
         dimensions and tense accuracy, minus the rule-based hard penalties of Eqs. 10–11."""

@@ -342,12 +342,12 @@ def build_score(cfg: Config, dataset: str | Path, model: str) -> Any:
     for role in (cfg.score.evaluator_role, cfg.score.harness_role):
         cfg.llm.role(role)  # an unknown role fails now, not at step 1 or M
     rows, gold = held_out(cfg, training_rows(dataset, []), dataset)
+    args = score_args(cfg)  # the settings fail before the model is read
     tokenizer = load_tokenizer(model, cfg.train.chat_template)
     rows, too_long = fitting(rows, tokenizer, cfg.score.max_input_tokens)
     if not rows:
         raise UserError(f"every training row of {dataset} is longer than score.max_input_tokens = "
                         f"{cfg.score.max_input_tokens} tokens", "raise score.max_input_tokens (or set it to null)")
-    args = score_args(cfg)
     prompts = args.generation_batch_size // args.num_generations
     steps = args.max_steps if args.max_steps > 0 else -(-len(rows) // prompts) * int(args.num_train_epochs)
     cost = score_cost(cfg, rows, prompts, args.num_generations, steps, args.max_completion_length)
