@@ -83,18 +83,24 @@ def read_rows(path: str | Path) -> Iterator[Any]:
                             "pass a parquet file, or a .jsonl file of one row a line") from None
         yield from table.to_pylist()
         return
+    for n, line in text_lines(path, "pass a dataset folder, a .parquet file or a .jsonl file saved as UTF-8"):
+        try:
+            yield json.loads(line)
+        except json.JSONDecodeError:
+            raise UserError(f"{path}:{n} is not valid JSON", "fix or remove that line") from None
+
+
+def text_lines(path: Path, fix: str) -> Iterator[tuple[int, str]]:
+    """``(n, line)`` for each non-blank line of ``path`` (n 1-based); a line that is not UTF-8 is a UserError
+    naming it, with ``fix``."""
     with path.open("rb") as fh:
         for n, raw in enumerate(fh, 1):
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError:
-                raise UserError(f"{path} is not UTF-8 text (line {n})",
-                                "pass a dataset folder, a .parquet file or a .jsonl file saved as UTF-8") from None
+                raise UserError(f"{path} is not UTF-8 text (line {n})", fix) from None
             if line.strip():
-                try:
-                    yield json.loads(line)
-                except json.JSONDecodeError:
-                    raise UserError(f"{path}:{n} is not valid JSON", "fix or remove that line") from None
+                yield n, line
 
 
 def _saved_dataset(path: Path) -> Iterator[Any]:

@@ -16,12 +16,11 @@ from typing import Any
 
 import pytest
 
-from rubricforge.corpora.index_store import CorpusIndex
 from rubricforge.corpora.tools import ToolBox
 from rubricforge.llm import LLMResult
 from rubricforge.pipelines.prompting import render
 from rubricforge.pipelines.tree.evidence_tree import TreeBuilder, branching_for, grounding_model, proposal_model
-from rubricforge.pipelines.tree.seeds import Seed, sample_seeds
+from rubricforge.pipelines.tree.seeds import Seed
 from rubricforge.schema import EvidenceTree
 from support.config import derive
 
@@ -79,17 +78,6 @@ class ScriptedModel:
     def _answer(output: Any, data: dict[str, Any]) -> LLMResult:
         text = json.dumps(data)
         return LLMResult(ok=True, value=output.model_validate_json(text), text=text)
-
-
-@pytest.fixture(scope="module")
-def index(small_index_cfg):
-    with CorpusIndex.from_config(small_index_cfg) as idx:
-        yield idx
-
-
-@pytest.fixture(scope="module")
-def seed(index) -> Seed:
-    return sample_seeds(index.iter_passages(), 1, seed=0)[0]
 
 
 def build(cfg, index, model, seed: Seed, *settings: str) -> EvidenceTree:

@@ -15,10 +15,8 @@ import numpy as np
 import pytest
 
 from rubricforge.config import Config
-from rubricforge.corpora.index_store import CorpusIndex
 from rubricforge.corpora.tools import ToolBox
 from rubricforge.pipelines.tree.evidence_tree import TreeBuilder
-from rubricforge.pipelines.tree.seeds import Seed, sample_seeds
 from rubricforge.llm import LLMResult
 from support.config import derive
 
@@ -48,17 +46,6 @@ class ScriptedModel:
                 answer["atomic"] = False
         text = json.dumps(answer)
         return LLMResult(ok=True, value=output.model_validate_json(text), text=text)
-
-
-@pytest.fixture(scope="module")
-def index(small_index_cfg):
-    with CorpusIndex.from_config(small_index_cfg) as idx:
-        yield idx
-
-
-@pytest.fixture(scope="module")
-def seed(index) -> Seed:
-    return sample_seeds(index.iter_passages(), 1, seed=0)[0]
 
 
 @pytest.fixture(scope="module")

@@ -29,6 +29,7 @@ from rubricforge.export.convert import (deeprubric, drb, drtulu, healthbench, op
                                        researchrubrics, rubrichub, rubricforge, trl, verl, verlrubric)
 from rubricforge.extras import needs
 from rubricforge.plugins import added
+from rubricforge.rewards.inputs import read_rows, text_lines
 from rubricforge.rundir import atomic_write_text
 
 FORMATS: dict[str, ModuleType] = {m.NAME: m for m in (verlrubric, verl, openinstruct, drtulu, deeprubric, drb,
@@ -62,8 +63,6 @@ def read_records(path: str | Path, rejects: Rejects | None = None) -> Iterator[t
     ``rejects`` (or is a UserError without one)."""
     path = Path(path)
     if path.is_dir() or path.suffix == ".parquet":
-        from rubricforge.rewards.inputs import read_rows
-
         yield from enumerate(read_rows(path))
         return
     if not path.is_file():
@@ -79,21 +78,13 @@ def read_records(path: str | Path, rejects: Rejects | None = None) -> Iterator[t
             data = next((v for v in data.values() if isinstance(v, list)), [data])
         yield from enumerate(data if isinstance(data, list) else [data])
         return
-    with path.open("rb") as fh:
-        for n, raw in enumerate(fh, 1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                raise UserError(f"{path} is not UTF-8 text (line {n})",
-                                "pass a .jsonl, .json or .parquet file saved as UTF-8") from None
-            if not line.strip():
-                continue
-            try:
-                yield n, json.loads(line)
-            except json.JSONDecodeError:
-                if rejects is None:
-                    raise UserError(f"{path}:{n} is not valid JSON", "fix or remove that line") from None
-                rejects.add(path, n, "not valid JSON", line.strip())
+    for n, line in text_lines(path, "pass a .jsonl, .json or .parquet file saved as UTF-8"):
+        try:
+            yield n, json.loads(line)
+        except json.JSONDecodeError:
+            if rejects is None:
+                raise UserError(f"{path}:{n} is not valid JSON", "fix or remove that line") from None
+            rejects.add(path, n, "not valid JSON", line.strip())
 
 
 def write_records(path: str | Path, records: list[dict[str, Any]]) -> None:
