@@ -118,3 +118,25 @@ def test_eval_tasks_with_deepresearch_bench_reports_are_probed(tmp_path):
     got = report["results"]["report_format"]
     assert report["responses"] == 3 and got["empty"]["share"] == 1.0 and got["empty"]["mean_delta"] == 0.0
     assert got["format_mimicry"]["strict"] == 1.0
+
+
+def test_a_judge_that_scores_nothing_ends_incomplete_and_a_healthy_rerun_finishes(tmp_path, honest):
+    """Issue 39's rule for the probe job: a judge that fails leaves items unscored (exit 1, their count, "re-run"),
+    never a verdict on the reward; the re-run scores them and replaces their records."""
+    run = tmp_path / "run"
+    args = ["reward", "probe", "-d", str(EXAMPLES), "-r", str(honest), "--rewards", "rubric", "--probes",
+            "rubric_paste,empty", "--run-dir", str(run)]
+    with FakeOpenAI([Reply(status=503)]) as down:
+        config = tmp_path / "down.yaml"
+        config.write_text(yaml.safe_dump({"llm": litellm_llm_config(tmp_path, down, max_retries=0)}))
+        proc = cli(*args, "-c", str(config))
+    assert proc.returncode == 1, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("incomplete:") and "re-run the same command to retry them" in last
+    with FakeOpenAI(responder=_keyword_judge) as up:
+        config = tmp_path / "up.yaml"
+        config.write_text(yaml.safe_dump({"llm": litellm_llm_config(tmp_path, up)}))
+        again = cli(*args, "-c", str(config))
+    assert again.returncode == PROBE_EXIT, again.stderr  # the keyword judge is gamed by the pasted rubric
+    records = [json.loads(x) for x in (run / "probes.jsonl").read_text().splitlines()]
+    assert len(records) == len({(r["id"], r["probe"]) for r in records}) == 3 * 3  # honest + 2 probes, no duplicate
