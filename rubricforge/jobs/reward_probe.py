@@ -31,7 +31,7 @@ from rubricforge.errors import UserError
 from rubricforge.evaluation.stats import bootstrap_ci
 from rubricforge.export.convert import to_rubricforge_rows
 from rubricforge.jobs.base import JobResult, job_result
-from rubricforge.jobs.items import ItemJob
+from rubricforge.jobs.reward_score import RewardItemJob
 from rubricforge.rewards import probes as P
 from rubricforge.rewards.inputs import Response, load_examples, load_responses
 from rubricforge.rewards.registry import COLUMNS
@@ -129,25 +129,17 @@ def probe_rewards(cfg: Config, dataset: str | Path, responses: str | Path | None
     return job_result(summary, summary.out, run)
 
 
-class _ProbeJob(ItemJob[Item]):
-    """One (response, probe) per item; a record is finished when every asked reward has a value."""
+class _ProbeJob(RewardItemJob[Item]):
+    """One (response, probe) per item."""
 
     stage = "probing"
 
     def __init__(self, cfg: Config, names: tuple[str, ...], probes: tuple[str, ...], run: RunDir):
-        super().__init__(run.log("probes"), cfg.llm, cfg.reward.concurrency, run, cfg)
-        self.cfg, self.names, self.probes = cfg, names, probes
+        super().__init__(cfg, names, run.log("probes"), run)
+        self.probes = probes
         judged = [n for n in names if n not in DETERMINISTIC]
         self.roles = ("judge",) if judged else ()
         self.judge_model = cfg.llm.judge.model if judged else None
-        self.scorer: RewardScorer | None = None
-        self.inputs: dict[str, str] = {}
-
-    def key(self, item: Item) -> str:
-        return item.key
-
-    def finished(self, record: dict[str, Any] | None) -> bool:
-        return record is not None and all(record["rewards"].get(n, {}).get("value") is not None for n in self.names)
 
     def settings(self) -> dict[str, Any]:
         return {"rewards": list(self.names), "probes": list(self.probes), "judge": self.judge_model,
@@ -156,18 +148,12 @@ class _ProbeJob(ItemJob[Item]):
     def manifest_fields(self, client: LLMClient) -> dict[str, Any]:
         return {**self.inputs, "settings": self.settings()}
 
-    def open(self, client: LLMClient) -> None:
-        self.scorer = RewardScorer(self.cfg, client)
-
     async def process(self, item: Item) -> dict[str, Any]:
         assert self.scorer is not None
         rollout = Rollout(item.variant.example, item.variant.completion, item.response.snippets)
         got = await self.scorer.score(rollout, self.names)
         return {"id": item.response.example_id, "line": item.response.line, "probe": item.probe,
                 "completion": None if item.probe == HONEST else item.variant.completion, "rewards": got}
-
-    def judge_counts(self) -> dict[str, dict[str, int]]:
-        return self.scorer.judge.counts() if self.scorer is not None else {}
 
 
 def summarise(names: Sequence[str], items: Sequence[Item], records: Mapping[str, dict[str, Any]]

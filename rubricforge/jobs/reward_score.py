@@ -20,7 +20,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from rubricforge.config import Config
 from rubricforge.errors import UserError
@@ -94,8 +94,39 @@ def score_responses(cfg: Config, dataset: str | Path, responses: str | Path, nam
     return job_result(summary, summary.out, run)
 
 
-class _ScoreJob(ItemJob[Response]):
-    """One response per item, keyed ``<id>#<line>``; a record is finished when every asked reward has a value."""
+class Keyed(Protocol):
+    @property
+    def key(self) -> str: ...
+
+
+K = TypeVar("K", bound=Keyed)
+
+
+class RewardItemJob(ItemJob[K]):
+    """An item job that scores rollouts with the rewards ``names`` (one :class:`RewardScorer` on the job's client);
+    a record is finished when every asked reward has a value. `reward score` and `reward probe` are two."""
+
+    def __init__(self, cfg: Config, names: tuple[str, ...], log: StageLog[Any], run: RunDir):
+        super().__init__(log, cfg.llm, cfg.reward.concurrency, run, cfg)
+        self.cfg, self.names = cfg, names
+        self.scorer: RewardScorer | None = None
+        self.inputs: dict[str, str] = {}
+
+    def key(self, item: K) -> str:
+        return item.key
+
+    def finished(self, record: dict[str, Any] | None) -> bool:
+        return record is not None and all(record["rewards"].get(n, {}).get("value") is not None for n in self.names)
+
+    def open(self, client: LLMClient) -> None:
+        self.scorer = RewardScorer(self.cfg, client)
+
+    def judge_counts(self) -> dict[str, dict[str, int]]:
+        return self.scorer.judge.counts() if self.scorer is not None else {}
+
+
+class _ScoreJob(RewardItemJob[Response]):
+    """One response per item, keyed ``<id>#<line>``."""
 
     stage = "scoring"
     roles = ("judge",)
@@ -103,23 +134,12 @@ class _ScoreJob(ItemJob[Response]):
 
     def __init__(self, cfg: Config, examples: dict[str, dict[str, Any]], names: tuple[str, ...], log: StageLog[Any],
                  run: RunDir):
-        super().__init__(log, cfg.llm, cfg.reward.concurrency, run, cfg)
-        self.cfg, self.examples, self.names = cfg, examples, names
-        self.scorer: RewardScorer | None = None
-        self.inputs: dict[str, str] = {}
-
-    def key(self, item: Response) -> str:
-        return item.key
-
-    def finished(self, record: dict[str, Any] | None) -> bool:
-        return record is not None and all(record["rewards"].get(n, {}).get("value") is not None for n in self.names)
+        super().__init__(cfg, names, log, run)
+        self.examples = examples
 
     def manifest_fields(self, client: LLMClient) -> dict[str, Any]:
         return {"rewards": list(self.names), **self.inputs, "models": {"judge": client.model_name("judge")},
                 "judge_mode": self.cfg.reward.judge_mode}
-
-    def open(self, client: LLMClient) -> None:
-        self.scorer = RewardScorer(self.cfg, client)
 
     async def process(self, item: Response) -> dict[str, Any]:
         assert self.scorer is not None
@@ -127,9 +147,6 @@ class _ScoreJob(ItemJob[Response]):
         got = await self.scorer.score(rollout, self.names)
         return {"id": item.example_id, "line": item.line, "rewards": got,
                 "protocol": self.scorer.protocol(Rollout(self.examples[item.example_id], item.completion))}
-
-    def judge_counts(self) -> dict[str, dict[str, int]]:
-        return self.scorer.judge.counts() if self.scorer is not None else {}
 
 
 def _stats(log: StageLog, todo: list[Response], names: Sequence[str]) -> dict[str, dict[str, Any]]:
