@@ -34,7 +34,7 @@ from rubricforge.jobs.base import JobResult, job_result
 from rubricforge.jobs.reward_score import RewardItemJob
 from rubricforge.rewards import probes as P
 from rubricforge.rewards.inputs import Response, load_examples, load_responses
-from rubricforge.rewards.registry import COLUMNS
+from rubricforge.rewards.registry import columns
 from rubricforge.rewards.scorer import RewardScorer, Rollout, check_columns, check_rubrics
 from rubricforge.rundir import RunDir, atomic_write_json
 
@@ -101,7 +101,7 @@ def probe_rewards(cfg: Config, dataset: str | Path, responses: str | Path | None
     rows = [examples[i] for i in dict.fromkeys(r.example_id for r in honest)]
     check_rubrics(rows, names, dataset)
     check_columns(rows, names, dataset)
-    reads_rubrics = any("rubrics" in COLUMNS[n] for n in names)
+    reads_rubrics = any("rubrics" in columns(n) for n in names)
     pool = P.entity_pool(examples.values())
     items = []
     for response in honest:
