@@ -217,7 +217,7 @@ class KGConfig(Section):
     """The knowledge-graph multi-hop pipeline (MindDR §4.1, §4.5, §4.6); ``rubricforge build --source kg``.
 
     Laptop defaults (embedded model on 2 cores): the relations the corpus's sentences state between article
-    titles (about 440 typed edges, no LLM) and its title links over every passage, no LLM relation
+    titles (about 430 typed edges, no LLM) and its title links over every passage, no LLM relation
     extraction (the small models' triples are rarely stated by one sentence: docs/results.md), a few sampled
     subgraphs.
     """
@@ -233,6 +233,7 @@ class KGConfig(Section):
     reach_k: int = Field(5, ge=1)  # reachability: a hop's passage must be in the top-k of a search
     sample_attempts: int = Field(400, ge=1)  # candidate subgraphs tried per sampled one
     call_max_tokens: int = Field(160, ge=16)  # per short call (questions, filters, extraction)
+    question_writer: Literal["template", "llm"] = "template"  # who writes the first question (questions.py)
     longform: bool = True  # research-style query + RACE rubrics for each retained example
     longform_max_tokens: int = Field(700, ge=64)
     filters: list[Literal["direct_answer", "single_retrieval", "plausibility"]] = [

@@ -244,6 +244,7 @@ class KGQuestion(Record):
     initial: str | None = None
     obfuscated: str | None = None
     question: str | None = None  # the final question
+    undone: list[str] = Field(default_factory=list)  # "<stage>: <check it failed>" for each step not kept
     obfuscated_ok: bool | None = None  # no start entity named
     drop: str | None = None
 

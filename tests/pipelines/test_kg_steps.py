@@ -17,8 +17,8 @@ from rubricforge.pipelines.kg.extract import extract, triple_edges
 from rubricforge.pipelines.kg.graph import EntityResolver
 from rubricforge.pipelines.kg.filters import judge_verdict, run_filters
 from rubricforge.pipelines.kg.longform import write_longform
-from rubricforge.pipelines.kg.checks import answer_words_in, uncovered_hops
-from rubricforge.pipelines.kg.questions import facts, write_question
+from rubricforge.pipelines.kg.checks import answer_words_in, question_problem, uncovered_hops
+from rubricforge.pipelines.kg.questions import compose, facts, write_question
 from rubricforge.rubric_gen.race import LongFormAnswer, to_race
 from rubricforge.schema import KGEdge, KGExample, KGPath, Passage, Snippet
 from support import drtulu
@@ -75,25 +75,90 @@ def test_uncovered_hops_need_a_content_word_of_each_hops_evidence():
     assert uncovered_hops("What is the capital of Srinagar?", PATH) == [1, 2]  # the start's name is no condition
 
 
+def _edge(head, relation, tail, evidence):
+    return KGEdge(head=head, relation=relation, tail=tail, passage_id="p", source="text", evidence=evidence)
+
+
+# subgraphs the default KG build sampled (seeds 0–2 of docs/results.md), with their default-corpus sentences
+GIZA = KGPath(id="g", shape="chain", branches=[["suez", "egypt", "giza"]], answer="giza", hops=2,
+              names={"suez": "Suez Canal", "egypt": "Egypt", "giza": "Giza"},
+              descriptions={"suez": "Artificial sea-level waterway in Egypt", "egypt": "Country in North Africa",
+                            "giza": "City in Greater Cairo, Egypt"},
+              edges=[_edge("suez", "is an artificial sea-level waterway in", "egypt",
+                           "The Suez Canal is an artificial sea-level waterway in Egypt, connecting the Mediterranean "
+                           "Sea to the Red Sea through the Isthmus of Suez and dividing Africa and Asia."),
+                     _edge("giza", "is the third-largest city in", "egypt",
+                           "Giza is the third-largest city in Egypt by area and population, and is also the "
+                           "eighteenth-largest city in Africa by population.")])
+BENGHAZI = KGPath(id="b", shape="chain", branches=[["zambezi", "africa", "libya", "benghazi"]], answer="benghazi",
+                  hops=3, names={"zambezi": "Zambezi", "africa": "Africa", "libya": "Libya", "benghazi": "Benghazi"},
+                  descriptions={"africa": "Continent", "libya": "Country in North Africa",
+                                "benghazi": "City in Cyrenaica, Libya"},
+                  edges=[_edge("zambezi", "is the fourth-longest river in", "africa",
+                               "The Zambezi is the fourth-longest river in Africa, the longest east-flowing river in "
+                               "Africa and the largest flowing into the Indian Ocean from Africa."),
+                         _edge("libya", "is the fourth-largest country in", "africa",
+                               "With an area of almost 1.8 million km2 (700,000 sq mi), Libya is the fourth-largest "
+                               "country in Africa and the Arab world, and the 16th-largest in the world."),
+                         _edge("benghazi", "is the second-largest city in", "libya",
+                               "Benghazi is the second-largest city in Libya as well as the largest city in "
+                               "Cyrenaica, with an estimated population of 859,000 in 2023.")])
+SOUTH_ASIA = KGPath(id="s", shape="branch", branches=[["mughal", "sa"], ["asia", "sa"]], answer="sa", hops=2,
+                    names={"mughal": "Mughal Empire", "sa": "South Asia", "asia": "Asia"},
+                    descriptions={"sa": "Sub-region of the Asian continent", "asia": "Continent"},
+                    edges=[_edge("mughal", "was an early modern empire in", "sa",
+                                 "The Mughal Empire was an early modern empire in South Asia."),
+                           _edge("sa", "is the southern sub-region of", "asia",
+                                 "South Asia is the southern sub-region of Asia.")])
+
+
+@pytest.mark.parametrize("path, question", [
+    (GIZA, "The Suez Canal is an artificial sea-level waterway in a country. Which city is the third-largest city "
+           "in that country?"),
+    (BENGHAZI, "The Zambezi is the fourth-longest river in a continent. Consider the country that is the "
+               "fourth-largest country in that continent. Which city is the second-largest city in that country?"),
+    (SOUTH_ASIA, "Which region is the southern sub-region of Asia, and is the one that the Mughal Empire was an "
+                 "early modern empire in?"),
+])
+def test_the_template_states_every_hop_and_names_no_hidden_entity(path, question):
+    assert compose(path) == question
+    aliases = {n: [name] for n, name in path.names.items()}
+    assert question_problem(question, path, aliases, path.descriptions[path.answer]) is None
+
+
+def test_an_llm_step_that_breaks_a_check_is_undone():
+    """The template is obfuscated and rewritten by the generator; a rewrite that names the intermediate entity
+    (or drops a hop) is not kept, the step is recorded, and the obfuscated question goes on."""
+    aliases = {n: [name] for n, name in GIZA.names.items()}
+    hidden = ("The artificial waterway joining the Mediterranean and the Red Sea is an artificial sea-level "
+              "waterway in a country. Which city is the third-largest city in that country?")
+    client = Scripted({"question": hidden}, {"question": "Which city is the third-largest in Egypt?"})
+    rec = run(write_question(GIZA, aliases, "City in Greater Cairo, Egypt", client, 100))
+    assert [c[1] for c in client.calls] == ["kg_obfuscate", "kg_rewrite"]  # the template needs no call
+    assert rec["initial"] == compose(GIZA) and rec["obfuscated"] == hidden
+    assert rec["question"] == hidden and rec["drop"] is None and rec["obfuscated_ok"] is True
+    assert rec["undone"] == ["kg_rewrite: question names an intermediate entity (Egypt)"]
+
+
 def test_question_steps_and_the_deterministic_drops():
     good = "Which mountain of the Karakoram lies in the disputed region that contains Srinagar?"
     client = Scripted({"question": good}, {"question": "Which Karakoram mountain is in the disputed region near a "
                                                         "city in India?"}, {"question": "Karakoram mountain in the "
                                                                                         "disputed region near an Indian city?"})
-    rec = run(write_question(PATH, ALIASES, PROFILE, client, 100))
+    rec = run(write_question(PATH, ALIASES, PROFILE, client, 100, "llm"))
     assert [c[1] for c in client.calls] == ["kg_question", "kg_obfuscate", "kg_rewrite"]
     assert "K2" not in client.calls[0][2] and "Kashmir" not in client.calls[0][2]  # masked for the generator
     assert "city in India" in client.calls[1][2]  # obfuscation is offered the corpus description
     assert rec["drop"] is None and rec["obfuscated_ok"] is True and rec["initial"] == good
 
     leak = run(write_question(PATH, ALIASES, PROFILE, Scripted({"question": "Is Mount Godwin-Austen in the Karakoram?"},
-                                                      {"question": "Is Mount Godwin-Austen in the Karakoram?"}), 100))
+                                                      {"question": "Is Mount Godwin-Austen in the Karakoram?"}), 100, "llm"))
     assert leak["drop"] == "question names the answer (Mount Godwin-Austen)"
     words = run(write_question(PATH, ALIASES, PROFILE, Scripted({"question": "Which Austen, the mount of Godwin, is it?"},
-                                                       {"question": "Which Austen, the mount of Godwin, is it?"}), 100))
+                                                       {"question": "Which Austen, the mount of Godwin, is it?"}), 100, "llm"))
     assert words["drop"] == "question contains the answer's words (Mount Godwin-Austen)"
     hidden = run(write_question(PATH, ALIASES, PROFILE, Scripted({"question": "Which Kashmir peak is in the Karakoram?"},
-                                                        {"question": "Which Kashmir peak is in the Karakoram?"}), 100))
+                                                        {"question": "Which Kashmir peak is in the Karakoram?"}), 100, "llm"))
     assert hidden["drop"] == "question names an intermediate entity (Kashmir)"
 
 
@@ -112,7 +177,7 @@ def test_answer_words_in_the_question(question, forms, given):
 
 
 def test_a_failed_generator_call_is_recorded_not_filled_in():
-    rec = run(write_question(PATH, ALIASES, PROFILE, Scripted(None), 100))
+    rec = run(write_question(PATH, ALIASES, PROFILE, Scripted(None), 100, "llm"))
     assert rec["question"] is None and rec["initial"] is None
     assert rec["drop"].startswith("generation failed: no valid answer after 3 attempt(s)")
     passage = Passage(id="p1", title="Srinagar", text="Srinagar is a city in Kashmir.")

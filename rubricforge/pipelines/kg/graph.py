@@ -46,7 +46,8 @@ MAX_RELATION_WORDS = 6
 LEAD_CHARS = 300  # of an article's first sentence, kept on its node (what the answer-type check reads)
 _LOWER_WORD = re.compile(r"[a-z]+(?:-[a-z]+)*")
 _ARTICLES = frozenset("a an the".split())
-_PREPOSITIONS = frozenset("in of on at to by for from with into onto between after as than within".split())
+_PREPOSITIONS = frozenset("in of on at to by for from with into onto after as than within".split())
+_PAIRED = frozenset("between among".split())  # "was fought between [Russia and …]": one name is half the fact
 _LIST_WORDS = frozenset("and or but nor".split())
 _RELATIVES = frozenset("who whom whose which that where when while".split())  # the clause's subject is another
 _COPULAS = frozenset("is was are were be been being has had have became becomes".split())
@@ -127,8 +128,8 @@ def stated_relation(words: list[str]) -> str | None:
     auxiliary, a past participle; an adverb before it) first and a content word, not a relative clause ("who
     went on to found"), ending in a preposition or a past tense (else the second name modifies a noun: "was a
     classical [Arabic poet]"):
-    ``["is", "the", "capital", "of"]`` -> ``"is the capital of"``; ``["and"]``, ``["is", "in"]``, ``["near"]`` ->
-    None."""
+    ``["is", "the", "capital", "of"]`` -> ``"is the capital of"``; ``["and"]``, ``["is", "in"]``, ``["near"]``, ``["was",
+    "fought", "between"]`` (the other party is half the fact) -> None."""
     if not 1 <= len(words) <= MAX_RELATION_WORDS or not all(_LOWER_WORD.fullmatch(w) for w in words):
         return None
     if words[0] in _LIST_WORDS | _RELATIVES or words[-1] in _LIST_WORDS:
@@ -139,6 +140,8 @@ def stated_relation(words: list[str]) -> str | None:
         return None
     while words[-1] in _ARTICLES:
         words = words[:-1]
+    if words[-1] in _PAIRED:
+        return None
     if not (words[-1] in _PREPOSITIONS or words[-1].endswith("ed")):
         return None  # "was a classical [Arabic poet]": the name is a modifier, not the relation's other end
     return " ".join(words)
@@ -153,6 +156,14 @@ def whole_name(toks: list[str], start: int, end: int) -> bool:
     after = toks[end + 2:end + 3] if toks[end + 1:end + 2] == ["the"] else toks[end + 1:end + 2]
     return not named(start - 1) and not named(end) and not (toks[end:end + 1] in (["of"], ["de"])
                                                              and after[:1] and after[0][:1].isupper())
+
+
+def _modifier(toks: list[str], end: int) -> bool:
+    """Whether the name ending at ``toks[end]`` modifies a noun that names someone else: "by the Song dynasty
+    *painter Zhang* Zeduan" (the painting is by Zhang, not by the dynasty); a participle is no such noun ("in
+    West Asia *spanning Iran*")."""
+    return len(toks) > end + 1 and bool(_LOWER_WORD.fullmatch(toks[end])) and toks[end + 1][:1].isupper() \
+        and toks[end] not in FUNCTION_WORDS | _RELATIVES | _LIST_WORDS and not toks[end].endswith(("ing", "ed"))
 
 
 def _subject(toks: list[str], start: int) -> bool:
@@ -201,7 +212,7 @@ def title_links(passages: Iterable[Passage], resolver: EntityResolver, min_title
             for (a0, a1, a), (b0, b1, b) in zip(found, found[1:], strict=False):
                 relation = stated_relation(toks[a1:b0]) if a != b else None
                 if relation and _subject(toks, a0) and whole_name(toks, a0, a1) and whole_name(toks, b0, b1) and \
-                        (a, relation, b) not in stated:
+                        not _modifier(toks, b1) and (a, relation, b) not in stated:
                     stated.add((a, relation, b))
                     edges.append(KGEdge(head=a, relation=relation, tail=b, passage_id=p.id,
                                         evidence=clip(sentence, MAX_EVIDENCE_CHARS), source="text"))
