@@ -1,7 +1,7 @@
 """RACE rubric generation (MindDR §4.6, App. 8.1; the RACE framework of DeepResearch Bench): the one
 answer model of a generated RACE rubric and the one rule that turns it into a
 :class:`~rubricforge.schema.RaceRubrics` record — for :func:`generate_race_rubrics` (a rubric for a given
-query) and for the KG long-form step (a research query written with its rubric, :class:`LongFormAnswer`).
+query), the KG long-form step's included.
 
 :func:`to_race` normalises an answer: negative dimension weights count as 0 and the weights are divided
 by their sum (rounded to 4 places); a criterion keeps its whitespace-normalised text, its stripped
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Annotated
 from pydantic import BaseModel, Field
 
 from rubricforge.llm.judge import Judge
-from rubricforge.llm.structured import Str300, max_length
+from rubricforge.llm.structured import max_length
 from rubricforge.rubric_gen.prompting import PROMPTS
 from rubricforge.schema import RaceCriterion, RaceRubrics
 
@@ -67,15 +67,6 @@ class RaceAnswer(BaseModel):
     criterions: DimensionCriteria
 
 
-class LongFormAnswer(BaseModel):
-    """A research query written together with its RACE rubric (the KG long-form step): the query, then
-    the fields of :class:`RaceAnswer`."""
-
-    query: Str300
-    dimension_weight: DimensionWeights
-    criterions: DimensionCriteria
-
-
 def uncut(text: str, cap: int) -> str:
     """``text`` whitespace-normalised; when it reached ``cap`` characters (cut by the schema's length), only up
     to its last sentence end ("" when it has none)."""
@@ -86,7 +77,7 @@ def uncut(text: str, cap: int) -> str:
     return text[:ends[-1].end()] if ends else ""
 
 
-def to_race(answer: RaceAnswer | LongFormAnswer, query: str) -> RaceRubrics | str:
+def to_race(answer: RaceAnswer, query: str) -> RaceRubrics | str:
     """The normalised RACE rubrics of ``answer`` for ``query``, or why the answer cannot be used."""
     raw = answer.dimension_weight.model_dump()
     total = sum(max(w, 0.0) for w in raw.values())

@@ -19,7 +19,7 @@ from rubricforge.pipelines.kg.filters import drop_category
 from rubricforge.pipelines.kg.graph import EntityResolver, build_graph, stated_relation, title_links
 from rubricforge.pipelines.kg.sampling import sample_paths, typed_view
 from rubricforge.config import KGConfig
-from rubricforge.rubric_gen.race import CRITERION_CHARS, LongFormAnswer, to_race, uncut
+from rubricforge.rubric_gen.race import CRITERION_CHARS, RaceAnswer, to_race, uncut
 from rubricforge.schema import KGEdge, KGPath, Passage
 from support.paths import DATA
 
@@ -172,8 +172,8 @@ def test_a_criterion_cut_by_the_schema_length_is_taken_back_to_a_sentence_end_or
     assert len(worded) == CRITERION_CHARS and uncut(worded, CRITERION_CHARS) == ""
     crit = [{"criterion": worded, "explanation": "e", "weight": 1.0},
             {"criterion": "Names the Compromise of 1867.", "explanation": "e", "weight": 1.0}]
-    answer = LongFormAnswer.model_validate({
-        "query": "q", "dimension_weight": {"comprehensiveness": 1, "insight": 1, "instruction_following": 1,
+    answer = RaceAnswer.model_validate({
+        "dimension_weight": {"comprehensiveness": 1, "insight": 1, "instruction_following": 1,
                                            "readability": 1},
         "criterions": {d: crit for d in ("comprehensiveness", "insight", "instruction_following", "readability")}})
     race = to_race(answer, "q")

@@ -16,10 +16,10 @@ from rubricforge.llm.client import LLMResult
 from rubricforge.pipelines.kg.extract import extract, triple_edges
 from rubricforge.pipelines.kg.graph import EntityResolver
 from rubricforge.pipelines.kg.filters import judge_verdict, run_filters
-from rubricforge.pipelines.kg.longform import write_longform
+from rubricforge.pipelines.kg.longform import research_query, write_longform
 from rubricforge.pipelines.kg.checks import answer_words_in, question_problem, uncovered_hops
 from rubricforge.pipelines.kg.questions import compose, facts, write_question
-from rubricforge.rubric_gen.race import LongFormAnswer, to_race
+from rubricforge.rubric_gen.race import RaceAnswer, to_race
 from rubricforge.schema import KGEdge, KGExample, KGPath, Passage, Snippet
 from support import drtulu
 
@@ -229,13 +229,12 @@ def test_filters_drop_with_their_reason(answers, drop):
 
 def _longform(weights, crit_weight=1.0):
     crit = [{"criterion": "Covers the chain", "explanation": "all hops", "weight": crit_weight}]
-    return {"query": "Write a report on how Srinagar, Kashmir and K2 are connected.", "dimension_weight": weights,
+    return {"dimension_weight": weights,
             "criterions": {d: crit for d in ("comprehensiveness", "insight", "instruction_following", "readability")}}
 
 
 def _to_race(answer):
-    out = LongFormAnswer.model_validate(answer)
-    return to_race(out, out.query)
+    return to_race(RaceAnswer.model_validate(answer), "q")
 
 
 def test_race_weights_are_normalised_and_degenerate_answers_fail():
@@ -244,10 +243,22 @@ def test_race_weights_are_normalised_and_degenerate_answers_fail():
                                      "readability": 0.0}
     zero = {"comprehensiveness": 0, "insight": 0, "instruction_following": 0, "readability": 0}
     assert _to_race(_longform(zero)) == "every dimension weight is zero or negative"
-    rec = run(write_longform(PATH, Scripted(_longform(zero)), 300))
+    rec = run(write_longform(PATH, QUESTION, Scripted(_longform(zero)), 300))
     assert rec["race"] is None and rec["raw_weights"] == zero
-    ok = run(write_longform(PATH, Scripted(_longform({**zero, "insight": 1}, 0.5)), 300))
+    ok = run(write_longform(PATH, QUESTION, Scripted(_longform({**zero, "insight": 1}, 0.5)), 300))
     assert ok["error"] is None and ok["race"]["criterions"]["insight"][0]["weight"] == 0.5
+
+
+def test_the_research_query_is_the_question_with_a_report_request():
+    """Seed 0's default KG build: the 1.5B wrote the query "What does the given facts establish and how do they
+    bear on one another?" — the prompt's own words, about nothing. The query is now the retained question."""
+    question = ("What is the name of the westernmost federal subject of the country where Ufa is the tenth-most "
+                "populous city?")
+    client = Scripted(_longform({"comprehensiveness": 1, "insight": 1, "instruction_following": 1, "readability": 1}))
+    rec = run(write_longform(PATH, question, client, 300))
+    assert rec["race"]["query"] == research_query(question)
+    assert rec["race"]["query"].startswith(question) and "bear on one another" not in rec["race"]["query"]
+    assert "Correct answer: K2" in client.calls[0][2] and question in client.calls[0][2]
 
 
 def test_export_of_examples_with_and_without_race_rubrics(tmp_path):

@@ -279,7 +279,8 @@ class KGRun:
                 self.k.call_max_tokens))
         if f_log.finished(path.id).drop or not self.k.longform or path.id in l_log:
             return
-        await self._item("kg_longform", path.id, write_longform(path, self.client, self.k.longform_max_tokens))
+        await self._item("kg_longform", path.id, write_longform(path, question.question, self.client,
+                                                           self.k.longform_max_tokens))
 
     async def _item(self, name: str, key: str, work: Awaitable[dict[str, Any]]) -> None:
         """Log the record ``work`` computes for ``key`` in stage log ``name``; raise Unavailable instead when one
