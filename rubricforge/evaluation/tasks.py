@@ -32,10 +32,10 @@ from rubricforge.plugins import added
 from rubricforge.rewards.inputs import load_examples
 from rubricforge.rewards.trajectory import parse_trajectory
 
-SCORERS = ("race", "rubric", "exact", "equivalence", "citation", "format", "healthbench", "coverage")
+SCORERS = ("race", "rubric", "exact", "equivalence", "citation", "format", "healthbench", "coverage", "drb2")
 # the column a scorer reads, if one
 NEEDS = {"race": "race_rubrics", "rubric": "rubrics", "exact": "answer", "equivalence": "answer", "healthbench": "rubrics",
-         "coverage": "rubrics"}
+         "coverage": "rubrics", "drb2": "content"}
 REPORT_FIELDS = ("article", "response")  # DRB's, then rubricforge's
 # the longest report (or reference) sent to a judge: about 100,000 tokens, what a 128K-context judge can read with
 # its prompt and rubric; a longer one is refused (a rejects line), never sent whole nor cut
