@@ -27,6 +27,7 @@ from typing import Any
 
 from rubricforge.corpora.rejects import Rejects
 from rubricforge.errors import UserError
+from rubricforge.evaluation.drb2 import parse_content
 from rubricforge.export.convert import to_rubricforge_rows
 from rubricforge.plugins import added
 from rubricforge.rewards.inputs import load_examples
@@ -77,6 +78,8 @@ def scorers_for(task: Mapping[str, Any], asked: Sequence[str] | None) -> tuple[s
         if name in NEEDS and task.get(NEEDS[name]) in (None, "", []):
             raise UserError(f"task {tid!r} has no '{NEEDS[name]}' column (the '{name}' scorer reads it)",
                             "choose scorers the task set supports (--scorers), or leave --scorers out")
+        if name == "drb2":  # a malformed rubric is bad input before any judge call, not a failure mid-run
+            parse_content(task["content"], f"task {tid!r}")
     return tuple(asked)
 
 

@@ -286,3 +286,13 @@ def test_drb_fact_asks_drbs_validation_prompt_per_source_and_leaves_unknown_out(
     assert record["metrics"]["citation.precision"] == 0.5 and record["metrics"]["citation.supported"] == 1.0
     assert s.metrics["citation.precision"]["pooled"] == [1.0, 2.0] and record["judge_calls"] == {"fact_support": 2}
     assert s.leaderboard["why"] == ["scorers citation, the leaderboard's race"]  # FACT on the corpus: never the board's
+
+
+def test_a_drb2_task_whose_content_is_no_rubric_is_bad_input_before_any_call(tmp_path):
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps({"id": "t1", "prompt": "p", "content": {"task": "p", "rubric": ["not", "a", "dict"]}})
+                     + "\n")
+    proc = cli("eval", "--tasks", str(tasks), "--reports", str(DRB2_REPORTS), "--preset", "drb2",
+               "--run-dir", str(tmp_path / "run"))
+    assert_user_error(proc, "task 't1': 'content' is not a DeepResearch Bench II rubric")
+    assert not (tmp_path / "run").exists()
