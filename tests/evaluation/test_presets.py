@@ -209,6 +209,8 @@ def test_a_non_official_judge_or_a_pointwise_race_is_labelled_and_the_official_o
     assert "comparable with DeepResearch Bench" in (tmp_path / "official" / "report.html").read_text()
     with pytest.raises(Exception, match=r"judge: openai/gpt-5.5 vs openai/fake-model"):
         compare(tmp_path / "official", tmp_path / "other")  # another judge: refused, as before
+    with pytest.raises(Exception, match=r"RACE prompt: drb vs minddr"):  # the same judge with MindDR's prompt
+        compare(tmp_path / "official", tmp_path / "bare")
     got = compare(tmp_path / "official", tmp_path / "official")
     assert got["leaderboard"]["A"]["comparable"] is True
     proc = cli("eval", "compare", str(tmp_path / "other"), str(tmp_path / "other"))
