@@ -76,8 +76,7 @@ def apply(cfg: Config) -> Config:
         for key in dotted.split("."):
             target = target[key]
         target.update({k: v for k, v in values.items() if k not in section.model_fields_set})
-    out = Config.model_validate(data)
-    return out
+    return Config.model_validate(data)
 
 
 def _model_id(model: str) -> str:
