@@ -415,6 +415,17 @@ class ScoreConfig(Section):
     warmup: int = Field(5, ge=0)  # Table 2's "warmup 5 steps", in SCORE steps (generation batches), --preset paper
 
 
+class EvalConfig(Section):
+    """`rubricforge eval` (docs/evaluation.md): a benchmark's preset and the scorer settings a preset sets."""
+
+    # drb | drb2: the benchmark's official evaluator (rubricforge.evaluation.presets), under what is set explicitly
+    preset: Literal["drb", "drb2"] | None = None
+    race_prompt: Literal["minddr", "drb"] = "minddr"  # RACE's judge prompt: MindDR App. 8.3, or DRB's own (en / zh)
+    fact_role: Literal["judge", "verifier"] = "judge"  # the LLM role that judges the citation scorer's pairs
+    fact_prompt: Literal["rubricforge", "drb"] = "rubricforge"  # FACT's: DeepRubric Fig. 6 per pair, or DRB's own
+    rubrics_per_call: int = Field(50, ge=1)  # drb2: rubric items per judge call (DeepResearch Bench II's CHUNK_SIZE)
+
+
 class QualityConfig(Section):
     """Quality gates run by the export (:mod:`rubricforge.pipelines.quality`): decontamination against benchmark
     prompts and semantic dedup of questions."""
@@ -447,6 +458,7 @@ class Config(Section):
     hote: HoteConfig = Field(default_factory=HoteConfig)
     score: ScoreConfig = Field(default_factory=ScoreConfig)
     quality: QualityConfig = Field(default_factory=QualityConfig)
+    eval: EvalConfig = Field(default_factory=EvalConfig)
 
     def index_dir(self) -> Path:
         """Where the corpus index lives unless ``tools.index_dir`` says otherwise."""

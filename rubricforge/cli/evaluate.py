@@ -39,10 +39,16 @@ def eval_run(
     scorers: Annotated[Optional[str], typer.Option(help="Comma-separated: race, rubric, exact, equivalence (the "
                                                    "LLM judge of the final answer), citation (FACT against the "
                                                    "corpus index), format, healthbench (HealthBench's score), "
-                                                   "coverage (ResearchQA's rubric coverage) (default: exact for rows "
+                                                   "coverage (ResearchQA's rubric coverage), drb2 (DeepResearch Bench "
+                                                   "II's binary rubrics) (default: the preset's, else exact for rows "
                                                    "with an answer, else race, else rubric).")] = None,
     run_dir: Annotated[Optional[Path], typer.Option("--run-dir", help="Run directory (default: runs/eval/<reports "
                                                     "file name, or the agent's model>).")] = None,
+    preset: Annotated[Optional[str], typer.Option(help="A leaderboard's official evaluator (eval.preset): drb "
+                                                  "(DeepResearch Bench: RACE by GPT-5.5 with DRB's prompts, against "
+                                                  "--references) | drb2 (DeepResearch Bench II: binary rubrics by "
+                                                  "GPT-5.5, 50 a call). What you set yourself wins, and a run that "
+                                                  "differs is labelled not comparable with the leaderboard.")] = None,
     config: ConfigOpt = None,
     set_: SetOpt = None,
     resamples: ResamplesOpt = 2000,
@@ -56,8 +62,12 @@ def eval_run(
     if tasks is None or (reports is None) == (agent is None):
         raise UserError("rubricforge eval needs --tasks and one of --reports or --agent", "e.g. rubricforge eval "
                         "--tasks criteria.jsonl --reports system.jsonl, or --tasks dataset/ --agent default")
+    from rubricforge.evaluation.presets import PRESETS
     from rubricforge.jobs.evaluate import evaluate
     from rubricforge.training.rollouts import Sampler
+
+    if preset is not None and preset not in PRESETS:
+        raise UserError(f"unknown preset '{preset}'", f"use --preset {' or --preset '.join(PRESETS)}")
 
     say = console()
     agent_cfg = None
@@ -67,7 +77,7 @@ def eval_run(
         agent_cfg = load_agent_config(agent)
     asked = [s.strip() for s in (scorers or "").split(",") if s.strip()]
     folder = run_dir or Path("runs/eval") / (reports.stem if reports else Path(agent_cfg.model).name)  # type: ignore[union-attr]
-    result = evaluate(cli_config(config, set_), tasks, reports, folder, references, asked, resamples, seed,
+    result = evaluate(cli_config(config, set_, **{"eval.preset": preset}), tasks, reports, folder, references, asked, resamples, seed,
                       progress=not quiet, agent=agent_cfg, split=split, limit=limit, sampler=Sampler,
                       announce=lambda line: say.print(line, markup=False, highlight=False, soft_wrap=True))
     rows = table("metric", "n", "unscored", "mean", "95% CI")
@@ -99,4 +109,9 @@ def eval_compare(
                      fmt(p["sign_p"]))
     say = console()
     say.print(rows)
+    from rubricforge.evaluation.report import leaderboard
+
+    for side, run in (("A", run_a), ("B", run_b)):
+        if label := result["leaderboard"][side]:
+            say.print(f"{side} ({run}): {leaderboard(label)}", markup=False, highlight=False, soft_wrap=True)
     say.print(f"report: {result['out']}/compare.html", markup=False, highlight=False, soft_wrap=True)

@@ -8,6 +8,12 @@ cannot be retrieved are left out. Citation accuracy = supported / judged pairs o
 id names (:class:`CorpusCitations`), and the judge is the rewards' snippet-support prompt (DeepRubric Fig. 6):
 "Fully supported" is supported, "Partially supported" and "No support" are not (FACT's verdict is yes / no).
 
+With ``prompt="drb"`` (``eval.fact_prompt=drb``, the drb preset) the judging is DeepResearch Bench's own
+(``utils/validate.py``): one call per cited source with every statement citing it, DRB's prompt (Chinese for a
+Chinese task), each statement ``supported`` (its facts found in the source, "entirely or partially", rounding
+accepted), ``unsupported`` or ``unknown`` (the source holds no valid content); an ``unknown`` pair is left out of
+the counts, as ``utils/stat.py`` leaves it out, and an answer without one verdict per statement is resampled.
+
 Metrics per report: ``citation.precision`` (left out for a report with no judged pair: FACT has no accuracy for
 it), ``citation.supported``, ``citation.unresolved`` (pairs whose id names no passage). A failed judge call makes
 the report's precision and count unscored (None).
@@ -26,11 +32,14 @@ report is read out of its tag.
 from __future__ import annotations
 
 import asyncio
+import functools
+import json
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rubricforge.corpora.snippets import stable_id
 from rubricforge.evaluation import stats
+from rubricforge.llm.structured import TextAnswer
 from rubricforge.rewards.deeprubric.citation_reward import Support
 from rubricforge.rewards.claims import cite_problems, extract_claims
 from rubricforge.rewards.judging import Judge
@@ -69,23 +78,75 @@ class CorpusCitations:
         return found.text if found is not None else None
 
 
-async def fact(judge: Judge, question: str, report: str, resolve: Resolve) -> dict[str, Any]:
-    """FACT's citation accuracy and supported count of ``report`` (see the module docstring)."""
+class DrbVerdicts(TextAnswer):
+    """DeepResearch Bench's validation answer: a JSON list of ``{"idx": n, "result": supported | unsupported |
+    unknown}`` (a fenced block is read as DRB reads it, its fences removed)."""
+
+    FORMAT: ClassVar[str] = '[{"idx": 1, "result": "supported"}, {"idx": 2, "result": "unsupported"}, ...]'
+    results: dict[int, str]
+
+    @classmethod
+    def from_text(cls, text: str) -> DrbVerdicts:
+        data = json.loads(text.replace("```json", "").replace("```", ""))
+        if not isinstance(data, list) or not all(isinstance(v, dict) and isinstance(v.get("idx"), int)
+                                                 and v.get("result") in DRB_LABELS for v in data):
+            raise ValueError('the answer is not a JSON list of {"idx": <number>, "result": supported | unsupported '
+                             '| unknown}')
+        return cls(results={v["idx"]: v["result"] for v in data})
+
+
+DRB_LABELS = ("supported", "unsupported", "unknown")
+
+
+def _all_numbered(answer: DrbVerdicts, n: int) -> str | None:
+    missing = [i for i in range(1, n + 1) if i not in answer.results]
+    return None if not missing and len(answer.results) == n else (
+        f"the answer judges {len(answer.results)} of the {n} statements (missing: {missing[:3]}); give one result "
+        "per statement, numbered as given")
+
+
+async def _drb_labels(judge: Judge, judged: list[tuple[tuple[str, str], str]], language: str) -> list[str | None]:
+    """DRB's verdict per judged pair: one call per source, its statements numbered (see the module docstring)."""
+    by_source: dict[str, list[int]] = {}
+    for k, ((_, cid), _) in enumerate(judged):
+        by_source.setdefault(cid, []).append(k)
+    texts = {cid: text for (_, cid), text in judged}
+    answers = await asyncio.gather(*(judge.ask(
+        f"drb_fact_{language}", DrbVerdicts, stage="fact_support", reference=texts[cid],
+        statements="\n".join(f"{n}. {judged[k][0][0]}" for n, k in enumerate(ks, 1)),
+        check=functools.partial(_all_numbered, n=len(ks))) for cid, ks in by_source.items()))
+    labels: list[str | None] = [None] * len(judged)
+    for ks, answer in zip(by_source.values(), answers, strict=True):
+        for n, k in enumerate(ks, 1):
+            labels[k] = None if answer is None else answer.results[n]
+    return labels
+
+
+async def fact(judge: Judge, question: str, report: str, resolve: Resolve, prompt: str = "rubricforge",
+               language: str = "en") -> dict[str, Any]:
+    """FACT's citation accuracy and supported count of ``report`` (see the module docstring); ``prompt``:
+    ``rubricforge`` (the snippet-support prompt, a call per pair) or ``drb`` (DRB's, in ``language``)."""
     pairs = list(dict.fromkeys((c.text, i) for c in extract_claims(report) if c.cited for i in c.ids))
     sources = {pair: resolve(pair[1]) for pair in pairs}
     judged = [(pair, text) for pair, text in sources.items() if text is not None]
-    verdicts = await asyncio.gather(*(
-        judge.ask("citation_recall_cited", Support, stage="fact_support", question=question, statement=statement,
-                  cited_snippets=f"[{cid}] {text}") for (statement, cid), text in judged))
-    labels = [v.label if v is not None else None for v in verdicts]
+    if prompt == "drb":
+        labels = await _drb_labels(judge, judged, language)
+        yes, counted = "supported", [label for label in labels if label != "unknown"]
+    else:
+        verdicts = await asyncio.gather(*(
+            judge.ask("citation_recall_cited", Support, stage="fact_support", question=question, statement=statement,
+                      cited_snippets=f"[{cid}] {text}") for (statement, cid), text in judged))
+        labels = [v.label if v is not None else None for v in verdicts]
+        yes, counted = SUPPORTED, labels
     unscored = any(label is None for label in labels)
-    supported = None if unscored else float(sum(label == SUPPORTED for label in labels))
+    supported = None if unscored else float(sum(label == yes for label in labels))
     metrics: dict[str, float | None] = {}
-    if judged:
-        metrics["citation.precision"] = None if supported is None else supported / len(judged)
+    if counted:
+        metrics["citation.precision"] = None if supported is None else supported / len(counted)
     metrics |= {"citation.supported": supported, "citation.unresolved": float(len(pairs) - len(judged))}
-    return {"metrics": metrics, "pairs": [{"statement": s, "id": i, "verdict": label}
-                                          for ((s, i), _), label in zip(judged, labels, strict=True)]}
+    return {"metrics": metrics, "judged": len(counted),
+            "pairs": [{"statement": s, "id": i, "verdict": label}
+                      for ((s, i), _), label in zip(judged, labels, strict=True)]}
 
 
 def summarise(records: Iterable[Mapping[str, Any]], resamples: int = stats.RESAMPLES,
@@ -99,9 +160,9 @@ def summarise(records: Iterable[Mapping[str, Any]], resamples: int = stats.RESAM
     cited = [s for s in scored if len(s["pairs"]) + (s["metrics"]["citation.unresolved"] or 0) > 0]
     done = [s for s in cited if s["metrics"]["citation.supported"] is not None]
     support = [s["metrics"]["citation.supported"] for s in done]
-    judged = [s for s in done if s["pairs"]]
-    ratio = stats.pooled([s["metrics"]["citation.supported"] for s in judged], [len(s["pairs"]) for s in judged],
-                         resamples, seed)
+    judged = [s for s in done if s.get("judged", len(s["pairs"]))]  # records before "judged": every pair was judged
+    ratio = stats.pooled([s["metrics"]["citation.supported"] for s in judged],
+                         [s.get("judged", len(s["pairs"])) for s in judged], resamples, seed)
     precisions = [s["metrics"]["citation.precision"] for s in judged]
     accuracy = {"n": ratio["n"], "unscored": len(cited) - len(done), "mean": ratio["mean"], "std": None,
                 "min": min(precisions, default=None), "max": max(precisions, default=None),

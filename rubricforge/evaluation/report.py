@@ -13,6 +13,7 @@ from html import escape
 from typing import Any
 
 from rubricforge.evaluation.citations import COUNTS
+from rubricforge.evaluation.presets import NOT_COMPARABLE
 from rubricforge.text import one_line
 
 WIDTH, ROW, LABEL, VALUE = 640, 22, 210, 70  # svg width, bar row height, label column, value column
@@ -100,13 +101,22 @@ def headline(metrics: Sequence[str]) -> list[str]:
     return [m for m in metrics if "." not in m or m.startswith("exact.") or m == "citation.precision"]
 
 
+def leaderboard(label: Mapping[str, Any]) -> str:
+    """A run's leaderboard label (:func:`~rubricforge.evaluation.presets.label`) in words."""
+    if not label:
+        return "–"
+    if label.get("comparable"):
+        return f"comparable with {label['leaderboard']} (preset {label['preset']})"
+    return f"{NOT_COMPARABLE}: " + "; ".join(label.get("why", []))
+
+
 def run_page(summary: Mapping[str, Any], per_task: Mapping[str, Mapping[str, float | None]],
              questions: Mapping[str, str]) -> str:
     """``report.html`` of a run from its summary and its per-task metrics."""
     stats = summary["metrics"]
-    info = _table(["run", "tasks", "reports", "without report", "judge", "status"], [[
+    info = _table(["run", "tasks", "reports", "without report", "judge", "status", "leaderboard"], [[
         str(summary["run_dir"]), str(summary["tasks"]), str(summary["reports"]), str(summary["missing"]),
-        str(summary["judge_model"]), str(summary["status"])]], "run")
+        str(summary["judge_model"]), str(summary["status"]), leaderboard(summary.get("leaderboard") or {})]], "run")
     rows = [(m, s["mean"], s["ci_low"], s["ci_high"]) for m, s in stats.items() if m not in COUNTS]  # on [0, 1]
     table = _table(["metric", "n", "unscored", "mean", "95% CI", "std"],
                    [[m, str(s["n"]), str(s["unscored"]), _num(s["mean"]), f"[{_num(s['ci_low'])}, {_num(s['ci_high'])}]",
@@ -138,7 +148,9 @@ def compare_page(result: Mapping[str, Any]) -> str:
         reach = max([abs(d) for _, d in diffs if d] or [1.0])
         strips.append(f"<h3>{escape(m)}: B − A per task</h3>" + interval_chart(
             [(f"task {t}", d, None, None) for t, d in diffs], -reach, reach, f"diffs:{m}", zero=True))
-    body = (f"<p>A: {escape(str(result['run_a']))}<br>B: {escape(str(result['run_b']))}</p>"
+    labels = result.get("leaderboard", {})
+    body = (f"<p>A: {escape(str(result['run_a']))} ({escape(leaderboard(labels.get('A') or {}))})<br>"
+            f"B: {escape(str(result['run_b']))} ({escape(leaderboard(labels.get('B') or {}))})</p>"
             f"<h2>Paired difference B − A with bootstrap 95% CI</h2>"
             f"{interval_chart(rows, -span, span, 'paired', zero=True)}{table}{''.join(strips)}")
     return _page("rubricforge eval compare", body)

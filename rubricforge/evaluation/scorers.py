@@ -21,6 +21,12 @@
   its mean (:func:`healthbench_summary`), not each task.
 * ``coverage`` (ResearchQA's rubric coverage, HOTE's and DR Tulu's tables): the share of the positive rubric items
   the response meets, by the same binary judgments (weights and negative items are not counted).
+* ``drb2`` (DeepResearch Bench II): binary rubric items judged 1 / 0 / −1 in calls of ``eval.rubrics_per_call``,
+  the share satisfied per dimension and overall (:mod:`rubricforge.evaluation.drb2`).
+
+``settings`` (``cfg.eval``) chooses RACE's and FACT's prompts (``race_prompt=drb``, ``fact_prompt=drb``: DeepResearch
+Bench's own, Chinese for a Chinese task: :func:`race_language`) and the items per ``drb2`` call; ``fact_judge``
+judges the citations (default: ``judge``).
 
 An empty report scores 0 everywhere without a judge call. A plugin's scorer (entry-point group
 ``rubricforge.scorers``, :mod:`rubricforge.plugins`) is called as ``await scorer(judge, task, report, reference)``
@@ -34,8 +40,10 @@ import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rubricforge.config import EvalConfig
 from rubricforge.errors import UserError
 from rubricforge.evaluation.citations import Resolve, fact, format_compliance
+from rubricforge.evaluation.drb2 import drb2
 from rubricforge.evaluation.exact import equivalence, exact_scores
 from rubricforge.evaluation.tasks import SCORERS
 from rubricforge.plugins import added
@@ -48,15 +56,19 @@ from rubricforge.schema import Criterion
 
 
 async def score(name: str, judge: Judge, task: Mapping[str, Any], report: str, reference: str | None,
-                judge_mode: JudgeMode, resolve: Resolve | None = None) -> dict[str, Any]:
+                judge_mode: JudgeMode, resolve: Resolve | None = None, settings: EvalConfig | None = None,
+                fact_judge: Judge | None = None) -> dict[str, Any]:
     """One scorer's result for ``report`` on ``task`` (``reference``: the reference report, if any;
-    ``resolve``: cited id -> corpus text, for ``citation``)."""
+    ``resolve``: cited id -> corpus text, for ``citation``; ``settings``, ``fact_judge``: see the module docstring)."""
+    settings = settings or EvalConfig()
     if name == "format":
         return format_compliance(report)
     if name == "citation":
         if resolve is None:
             raise UserError("the citation scorer needs the corpus index", "build it with `rubricforge corpus build`")
-        return await fact(judge, str(task.get("question") or task.get("prompt") or ""), report, resolve)
+        question = str(task.get("question") or task.get("prompt") or "")
+        return await fact(fact_judge or judge, question, report, resolve, settings.fact_prompt,
+                          race_language(task, question))
     if name == "exact":
         exact = exact_scores(report, [str(task["answer"]), *map(str, task.get("answer_aliases") or [])])
         return {"metrics": {"exact.em": exact["em"], "exact.f1": exact["f1"]}}
@@ -64,7 +76,9 @@ async def score(name: str, judge: Judge, task: Mapping[str, Any], report: str, r
         return await equivalence(judge, str(task.get("question") or ""), report, str(task["answer"]),
                                  map(str, task.get("answer_aliases") or []))
     if name == "race":
-        return await _race(judge, task, report, reference)
+        return await _race(judge, task, report, reference, settings.race_prompt)
+    if name == "drb2":
+        return await drb2(judge, task, report, settings.rubrics_per_call)
     if name in ("healthbench", "coverage"):
         criteria = criteria_from(task["rubrics"], where=f"task {task.get('id')!r} rubrics")
         met = await _met(judge, str(task.get("question", "")), report, criteria)
@@ -76,8 +90,8 @@ async def score(name: str, judge: Judge, task: Mapping[str, Any], report: str, r
         return {"metrics": {"rubric": got.value}, "per_criterion": got.per_criterion, "unscored": got.unscored}
     if (plugin := added("scorers", SCORERS).get(name)) is not None:
         return dict(await plugin(judge, task, report, reference))
-    raise UserError(f"unknown scorer '{name}'", "use race, rubric, exact, equivalence, citation, format, healthbench "
-                                                "or coverage")
+    raise UserError(f"unknown scorer '{name}'", "use race, rubric, exact, equivalence, citation, format, healthbench, "
+                                                "coverage or drb2")
 
 
 _MET: weakref.WeakKeyDictionary[Judge, asyncio.Future[HoteScore]] = weakref.WeakKeyDictionary()
@@ -119,13 +133,23 @@ def coverage_score(met: Mapping[str, int | None], criteria: Sequence[Criterion])
     return sum(bool(met[c.id]) for c in items) / len(items)
 
 
-async def _race(judge: Judge, task: Mapping[str, Any], report: str, reference: str | None) -> dict[str, Any]:
+def race_language(task: Mapping[str, Any], query: str) -> str:
+    """DeepResearch Bench's prompt language of a task (RACE's and FACT's): its ``language`` column, else zh when the query has CJK
+    characters (DRB's tasks carry the language in ``query.jsonl``, not in ``criteria.jsonl``)."""
+    if task.get("language") in ("zh", "en"):
+        return str(task["language"])
+    return "zh" if any("\u4e00" <= ch <= "\u9fff" for ch in query) else "en"
+
+
+async def _race(judge: Judge, task: Mapping[str, Any], report: str, reference: str | None,
+                prompt: str = "minddr") -> dict[str, Any]:
     rubrics = parse_race_rubrics(task["race_rubrics"], f"task {task.get('id')!r}")
     mode = "reference" if reference else "pointwise"
     if not report:
         got = RaceScore(0.0, dict.fromkeys(scored_dimensions(rubrics), 0.0))
     elif reference:
-        got = await race_score(judge, rubrics.query, report, reference, rubrics)
+        name = f"drb_race_{race_language(task, rubrics.query)}" if prompt == "drb" else "race_score"
+        got = await race_score(judge, rubrics.query, report, reference, rubrics, name)
     else:
         got = await race_pointwise(judge, rubrics.query, report, rubrics)
     dimensions = got.dimensions if got.value is not None else dict.fromkeys(scored_dimensions(rubrics))

@@ -27,15 +27,16 @@ from typing import Any
 
 from rubricforge.corpora.rejects import Rejects
 from rubricforge.errors import UserError
+from rubricforge.evaluation.drb2 import parse_content
 from rubricforge.export.convert import to_rubricforge_rows
 from rubricforge.plugins import added
 from rubricforge.rewards.inputs import load_examples
 from rubricforge.rewards.trajectory import parse_trajectory
 
-SCORERS = ("race", "rubric", "exact", "equivalence", "citation", "format", "healthbench", "coverage")
+SCORERS = ("race", "rubric", "exact", "equivalence", "citation", "format", "healthbench", "coverage", "drb2")
 # the column a scorer reads, if one
 NEEDS = {"race": "race_rubrics", "rubric": "rubrics", "exact": "answer", "equivalence": "answer", "healthbench": "rubrics",
-         "coverage": "rubrics"}
+         "coverage": "rubrics", "drb2": "content"}
 REPORT_FIELDS = ("article", "response")  # DRB's, then rubricforge's
 # the longest report (or reference) sent to a judge: about 100,000 tokens, what a 128K-context judge can read with
 # its prompt and rubric; a longer one is refused (a rejects line), never sent whole nor cut
@@ -77,6 +78,8 @@ def scorers_for(task: Mapping[str, Any], asked: Sequence[str] | None) -> tuple[s
         if name in NEEDS and task.get(NEEDS[name]) in (None, "", []):
             raise UserError(f"task {tid!r} has no '{NEEDS[name]}' column (the '{name}' scorer reads it)",
                             "choose scorers the task set supports (--scorers), or leave --scorers out")
+        if name == "drb2":  # a malformed rubric is bad input before any judge call, not a failure mid-run
+            parse_content(task["content"], f"task {tid!r}")
     return tuple(asked)
 
 

@@ -18,11 +18,16 @@ the agent answers each task that has no report yet in ``reports.jsonl`` (``{"key
 "tool_calls", "agent_calls"}``, appended as each is done; a task whose agent call failed gets none and is
 tried again by the next run), then the reports are scored as above. The expected calls, tokens and dollars
 are announced before the first call, and a priced estimate over ``llm.max_cost_usd`` stops the run first.
+
+A preset (``eval.preset``, ``--preset``: :mod:`rubricforge.evaluation.presets`) fills the judge, scorers and
+settings the user did not set; the summary's ``leaderboard`` says whether the run's numbers are the leaderboard's
+(the preset's exact evaluator) or ``not comparable with the leaderboard`` and why, and so does its summary line.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -32,7 +37,7 @@ from rubricforge.config import Config
 from rubricforge.corpora.rejects import Rejects
 from rubricforge.errors import UserError
 from rubricforge.evaluation import report as html
-from rubricforge.evaluation import scorers, stats
+from rubricforge.evaluation import presets, scorers, stats
 from rubricforge.evaluation.citations import summarise as fact_summary
 from rubricforge.evaluation.tasks import digest, load_reports, load_tasks, report_text, scorers_for
 from rubricforge.jobs.base import JobResult, job_result
@@ -63,6 +68,7 @@ class EvalSummary:
     agent: dict[str, Any] = field(default_factory=dict)  # with --agent: model, reports made now, calls per task
     rejects: dict[str, Any] = field(default_factory=dict)
     report: str = ""
+    leaderboard: dict[str, Any] = field(default_factory=dict)  # presets.label: comparable with a leaderboard, or why not
 
     def lines(self) -> list[str]:
         a = self.agent
@@ -73,8 +79,10 @@ class EvalSummary:
             if self.rejects.get("total") else []
         unscored = f", {self.reports - self.scored} unscored" if self.scored < self.reports else ""
         missing = f", {self.missing} without a report" if self.missing else ""
+        label = presets.line(self.leaderboard)
         return [*agent, f"{self.status.split(':', 1)[0]}: {self.scored} of {self.tasks} tasks scored ({self.scored_now} "
-                        f"now{unscored}{missing}); judge {self.judge_model}", *rejects, f"report: {self.report}"]
+                        f"now{unscored}{missing}); judge {self.judge_model}" + (f"; {label}" if label else ""),
+                *rejects, f"report: {self.report}"]
 
 
 def evaluate(cfg: Config, tasks_path: str | Path, reports_path: str | Path | None, run_dir: str | Path,
@@ -86,6 +94,9 @@ def evaluate(cfg: Config, tasks_path: str | Path, reports_path: str | Path | Non
     tasks) into ``run_dir`` (see the module docstring); ``announce`` hears the agent's budget line first;
     ``sampler`` loads a checkpoint agent (:class:`~rubricforge.evaluation.agents.Runner`). The payload:
     :class:`EvalSummary`."""
+    cfg = presets.apply(cfg)
+    if not asked and cfg.eval.preset is not None:
+        asked = presets.PRESETS[cfg.eval.preset].scorers
     outside: set[str] = set()  # tasks the split / limit left out: their report lines are not rejects
     tasks = load_tasks(tasks_path, split, limit, outside)
     run = RunDir(run_dir, PIPELINE)
@@ -115,7 +126,8 @@ def evaluate(cfg: Config, tasks_path: str | Path, reports_path: str | Path | Non
                 "reports": str(Path(reports_path).resolve()) if reports_path else None,
                 **({"agent": agent.settings()} if agent else {}),
                 "references": str(Path(references).resolve()) if references else None,
-                "scorers": list(asked) or "auto", "judge": judge_model, "judge_mode": cfg.reward.judge_mode}
+                "scorers": list(asked) or "auto", "judge": judge_model, "judge_mode": cfg.reward.judge_mode,
+                **_eval_settings(cfg)}
     run.check_pipeline()
     log: StageLog[Any] = run.log(LOG)
     run.check_settings("settings", settings, len(log) > 0 or len(run.log(REPORTS)) > 0, "scores")
@@ -134,14 +146,27 @@ def evaluate(cfg: Config, tasks_path: str | Path, reports_path: str | Path | Non
     scored = {tid for tid in reports if job.finished(log.get(tid))}
     metrics = stats.summarise(per_task, resamples, seed) | fact_summary((log[t] for t in per_task), resamples, seed)
     metrics |= scorers.healthbench_summary(metrics)
+    used = list(dict.fromkeys(n for t in reports for n in names[t]))
+    modes = sorted({log[t]["scores"]["race"].get("mode") for t in per_task if "race" in log[t].get("scores", {})})
     summary = EvalSummary(str(run.path), status, len(tasks), len(reports), len(tasks) - len(reports),
                           len(scored.intersection(pending)), len(scored), judge_model, metrics,
                           _judge_use(run, [log[t] for t in per_task]),
-                          _agent_use(run, agent, made, made_now) if agent else {}, rejects.summary(), str(run / "report.html"))
+                          _agent_use(run, agent, made, made_now) if agent else {}, rejects.summary(), str(run / "report.html"),
+                          presets.label(cfg, used, modes))
     atomic_write_json(run / "summary.json", asdict(summary))
     questions = {tid: str(tasks[tid].get("question") or tasks[tid].get("prompt") or "") for tid in per_task}
     atomic_write_text(run / "report.html", html.run_page(asdict(summary), per_task, questions))
     return job_result(summary, run / "report.html", run)
+
+
+def _eval_settings(cfg: Config) -> dict[str, Any]:
+    """The run's ``eval`` settings that are not at their defaults, and the FACT judge when it is not the judge (left
+    out at the defaults, so a run made before they existed resumes)."""
+    default = type(cfg.eval)()
+    out = {k: v for k, v in cfg.eval.model_dump().items() if v != getattr(default, k)}
+    if cfg.eval.fact_role != "judge":
+        out["fact_judge"] = cfg.llm.role(cfg.eval.fact_role).model
+    return {"eval": out} if out else {}
 
 
 def _agent_runner(cfg: Config, agent: AgentConfig, tasks: dict[str, dict[str, Any]],
@@ -221,13 +246,15 @@ class _EvalJob(ItemJob[str]):
     scorers and has every metric. Its manifest (the base's) holds the run's settings, which guard a resume."""
 
     stage = "scoring"
-    roles = ("judge",)
+    roles: tuple[str, ...] = ("judge",)
     undone_label = "tasks unscored"
 
     def __init__(self, cfg: Config, run: RunDir, run_settings: dict[str, Any], tasks: dict[str, dict[str, Any]],
                  reports: dict[str, str], refs: dict[str, str], names: dict[str, tuple[str, ...]], log: StageLog[Any]):
         super().__init__(log, cfg.llm, cfg.reward.concurrency, run, cfg)
         self.cfg, self.run_settings, self.tasks, self.refs, self.names = cfg, run_settings, tasks, refs, names
+        if any("citation" in n for n in names.values()):  # the FACT judge's role is checked before any work too
+            self.roles = tuple(dict.fromkeys(("judge", cfg.eval.fact_role)))
         self.set_reports(reports)
         self.index: Any = None
         self.resolve: Any = None
@@ -269,14 +296,16 @@ class _EvalJob(ItemJob[str]):
         from rubricforge.rewards.judging import Judge
 
         judge = Judge(self.client)  # one per task: its calls are the task's
+        fact_judge = judge if self.cfg.eval.fact_role == "judge" else Judge(self.client, self.cfg.eval.fact_role)
         names = self.names[item]
         got = await asyncio.gather(*(scorers.score(n, judge, self.tasks[item], self.reports[item],
                                                    self.refs[item] or None, self.cfg.reward.judge_mode,
-                                                   self.resolve)
+                                                   self.resolve, self.cfg.eval, fact_judge)
                                      for n in names))
+        calls = judge.calls + fact_judge.calls if fact_judge is not judge else judge.calls
         return {"id": item, "report_sha": self.shas[item], "scorers": list(names),
                 "scores": dict(zip(names, got, strict=True)),
-                "metrics": {m: v for s in got for m, v in s["metrics"].items()}, "judge_calls": dict(judge.calls)}
+                "metrics": {m: v for s in got for m, v in s["metrics"].items()}, "judge_calls": dict(calls)}
 
 
 def _judge_use(run: RunDir, records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -324,9 +353,23 @@ def scoring(path: str | Path, records: dict[str, dict[str, Any]]) -> dict[str, A
     settings = RunDir(path, PIPELINE).manifest().get("settings", {})
     names = sorted({n for r in records.values() for n in r.get("scorers", [])})
     judged = any(n not in JUDGE_FREE for n in names)
+    own = {"race_prompt": "minddr", "rubrics_per_call": 50, "fact_judge": settings.get("judge"),
+           "fact_prompt": "rubricforge", **settings.get("eval", {})}  # recorded only when not at the defaults
     return {"scorers": names, "judge": settings.get("judge") if judged else None,
             "judge mode": settings.get("judge_mode") if "rubric" in names else None,
+            "RACE prompt": own["race_prompt"] if "race" in names else None,
+            "FACT judge": f"{own['fact_judge']} ({own['fact_prompt']} prompt)" if "citation" in names else None,
+            "rubrics per call": own["rubrics_per_call"] if "drb2" in names else None,
             "RACE mode": sorted({r["scores"]["race"].get("mode") for r in records.values() if "race" in r.get("scores", {})})}
+
+
+def _leaderboard(path: str | Path) -> dict[str, Any]:
+    """A run's :func:`~rubricforge.evaluation.presets.label`, from its summary ({} for a run made before labels)."""
+    summary = Path(path) / "summary.json"
+    try:
+        return dict(json.loads(summary.read_text(encoding="utf-8")).get("leaderboard") or {})
+    except (OSError, ValueError, AttributeError):
+        return {}
 
 
 def compare(run_a: str | Path, run_b: str | Path, out: str | Path | None = None, resamples: int = stats.RESAMPLES,
@@ -350,7 +393,8 @@ def compare(run_a: str | Path, run_b: str | Path, out: str | Path | None = None,
     metrics = {m: stats.paired({t: v.get(m) for t, v in a.items()}, {t: v.get(m) for t, v in b.items()},
                                resamples, seed) for m in names}
     folder = Path(out) if out else Path(run_b) / f"compare-{Path(run_a).resolve().name}"
-    result = {"run_a": str(run_a), "run_b": str(run_b), "out": str(folder), "metrics": metrics}
+    result = {"run_a": str(run_a), "run_b": str(run_b), "out": str(folder), "metrics": metrics,
+              "leaderboard": {"A": _leaderboard(run_a), "B": _leaderboard(run_b)}}
     atomic_write_json(folder / "compare.json", result)
     atomic_write_text(folder / "compare.html", html.compare_page(result))
     return result

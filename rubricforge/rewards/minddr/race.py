@@ -97,8 +97,11 @@ def _criteria_list(rubrics: RaceRubrics) -> str:
                        for d, cs in rubrics.criterions.items()}, ensure_ascii=False, indent=2)
 
 
-async def race_score(judge: Judge, query: str, target: str, reference: str, rubrics: RaceRubrics) -> RaceScore:
-    got = await judge.ask("race_score", RaceJudgement, stage="race", task_prompt=query, article_1=target,
+async def race_score(judge: Judge, query: str, target: str, reference: str, rubrics: RaceRubrics,
+                     prompt: str = "race_score") -> RaceScore:
+    """``prompt``: the judge prompt, MindDR App. 8.3's (``race_score``) or DeepResearch Bench's own
+    (``drb_race_en`` / ``drb_race_zh``, one user message); the same variables and answer either way."""
+    got = await judge.ask(prompt, RaceJudgement, stage="race", task_prompt=query, article_1=target,
                           article_2=reference, criteria_list=_criteria_list(rubrics),
                           check=lambda j: _lacking(j, rubrics))
     if got is None:
