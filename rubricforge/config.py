@@ -53,6 +53,9 @@ class RoleConfig(Section):
     top_p: float | None = Field(None, gt=0, le=1)
     max_tokens: int = Field(1024, ge=1)
     seed: int | None = 0
+    # reasoning models (OpenAI's o-series and GPT-5 family): low | medium | high, sent as reasoning_effort;
+    # None sends nothing (the provider's default); the local backend has no such setting and ignores it
+    reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
     timeout_s: float = Field(300.0, gt=0)
     max_retries: int = Field(4, ge=0)  # transport retries: timeouts, 429, 5xx
     backoff_s: float = Field(1.0, gt=0)  # first retry pause; doubles per retry, with jitter, at most 60 s

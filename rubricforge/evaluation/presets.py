@@ -12,8 +12,8 @@ label that says whether a run's numbers can stand beside that leaderboard's.
 
 Sampling: DRB II's client sends no temperature (the provider's default, 1, the only one GPT-5-family reasoning
 models accept) and at most 32,768 completion tokens; DRB publishes neither for its GPT-5.5 evaluator, so ``drb``
-takes DRB II's (docs/evaluation.md, "Presets"). Neither preset sets ``reasoning_effort`` (DRB II sends
-``medium``): rubricforge's LLM roles cannot send it yet, so the provider's default is used and not checked.
+takes DRB II's (docs/evaluation.md, "Presets"), with DRB II's ``reasoning_effort=medium``
+(``llm.<role>.reasoning_effort``), which is checked like the rest.
 
 A preset fills the settings a user did not set (the YAML file, the environment, ``--set`` and the flags win); a
 run whose judge or settings then differ from the preset's — or that names no preset and matches none — is
@@ -31,7 +31,8 @@ from typing import Any
 from rubricforge.config import Config
 
 NOT_COMPARABLE = "not comparable with the leaderboard"
-JUDGE = {"backend": "litellm", "model": "openai/gpt-5.5", "temperature": 1.0, "max_tokens": 32768, "top_p": None}
+JUDGE = {"backend": "litellm", "model": "openai/gpt-5.5", "temperature": 1.0, "max_tokens": 32768, "top_p": None,
+         "reasoning_effort": "medium"}
 FACT_JUDGE = {**JUDGE, "model": "openai/gpt-5.4-mini"}
 
 
@@ -51,11 +52,11 @@ PRESETS: dict[str, Preset] = {
                    "eval": {"race_prompt": "drb", "fact_role": "verifier", "fact_prompt": "drb"}},
                   race_mode="reference",
                   checked=("llm.judge.model", "llm.judge.temperature", "llm.judge.max_tokens", "llm.judge.top_p",
-                           "eval.race_prompt")),
+                           "llm.judge.reasoning_effort", "eval.race_prompt")),
     "drb2": Preset("drb2", "DeepResearch Bench II (binary rubrics, GPT-5.5)", ("drb2",),
                    {"llm.judge": JUDGE, "eval": {"rubrics_per_call": 50}},
                    checked=("llm.judge.model", "llm.judge.temperature", "llm.judge.max_tokens", "llm.judge.top_p",
-                            "eval.rubrics_per_call")),
+                            "llm.judge.reasoning_effort", "eval.rubrics_per_call")),
 }
 
 

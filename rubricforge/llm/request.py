@@ -32,13 +32,15 @@ class Request:
     top_p: float | None
     max_tokens: int
     seed: int | None
+    reasoning_effort: str | None = None
 
     def key(self) -> str:
         """sha256 of the canonical JSON of what decides the answer (never the role, stage or a secret)."""
         content = {"model": self.model, "api_base": (self.api_base or "").rstrip("/") or None,
                    "messages": self.messages, "schema": self.schema,
                    "params": {"temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens,
-                              "seed": self.seed}}
+                              "seed": self.seed,
+                              **({"reasoning_effort": self.reasoning_effort} if self.reasoning_effort else {})}}
         canonical = json.dumps(content, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
@@ -69,4 +71,4 @@ def build_request(role: str, role_cfg: RoleConfig, messages: list[dict[str, Any]
                    schema_name=output.__name__ if output is not None else None,
                    temperature=role_cfg.temperature if temperature is None else temperature,
                    top_p=role_cfg.top_p, max_tokens=role_cfg.max_tokens if max_tokens is None else max_tokens,
-                   seed=role_cfg.seed if seed is None else seed)
+                   seed=role_cfg.seed if seed is None else seed, reasoning_effort=role_cfg.reasoning_effort)

@@ -13,7 +13,7 @@ import yaml
 
 from rubricforge.config import load_config
 from rubricforge.evaluation.drb2 import task_scores
-from rubricforge.evaluation.presets import NOT_COMPARABLE, apply
+from rubricforge.evaluation.presets import NOT_COMPARABLE, apply, label
 from rubricforge.jobs.evaluate import compare, evaluate
 from rubricforge.rewards.judging import PROMPTS
 from rubricforge.testing import FakeOpenAI
@@ -82,7 +82,7 @@ def test_drb2_preset_replays_recorded_answers_to_the_benchmarks_aggregate(tmp_pa
     items scored 1; the task's total the items scored 1 over all its items, its blocked_rate the items scored −1
     over all its items (−1 is no negative point); a model's number the mean over tasks. run_evaluation.py: items in
     the order info_recall, analysis, presentation, CHUNK_SIZE 50 a call (task t1's 52 items: 2 calls), the prompt
-    as one user message, gpt_client.py's gpt-5.5 with 32,768 completion tokens."""
+    as one user message, gpt_client.py's gpt-5.5 with 32,768 completion tokens and reasoning effort medium."""
     run = tmp_path / "run"
     with FakeOpenAI(stages={"drb2": _drb2_answer}, models=MODELS) as server:
         s = evaluate(_cfg(tmp_path, server, "drb2"), DRB2_TASKS, DRB2_REPORTS, run, progress=False, resamples=200).summary
@@ -90,6 +90,7 @@ def test_drb2_preset_replays_recorded_answers_to_the_benchmarks_aggregate(tmp_pa
     for body in server.requests:
         assert [m["role"] for m in body["messages"]] == ["user"] and body["model"] == "gpt-5.5"
         assert body.get("max_completion_tokens", body.get("max_tokens")) == 32768
+        assert body["reasoning_effort"] == "medium"  # gpt_client.py's reasoning_effort
         assert body["messages"][0]["content"].startswith("You will receive an article, a task, and a list of grading")
     assert sorted(len(_sent(b)["rubric_items"]) for b in server.requests) == [2, 5, 50]
 
@@ -235,6 +236,9 @@ def test_a_preset_fills_what_is_not_set_and_explicit_settings_win():
     assert drb.eval.race_prompt == "drb" and drb.eval.fact_role == "verifier"
     assert drb.llm.verifier.model == "openai/gpt-5.4-mini"
     assert apply(load_config()).llm.judge.model == load_config().llm.judge.model  # no preset: nothing changes
+    assert cfg.llm.judge.reasoning_effort == "medium"
+    low = apply(load_config(overrides={"eval": {"preset": "drb2"}, "llm": {"judge": {"reasoning_effort": "low"}}}))
+    assert label(low, ["drb2"], [])["why"] == ["llm.judge.reasoning_effort low, the leaderboard's medium"]
 
 
 def test_cli_preset_with_an_explicit_batch_size_is_labelled_and_an_unknown_preset_exits_2(tmp_path):

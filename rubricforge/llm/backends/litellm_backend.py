@@ -118,6 +118,8 @@ class LiteLLMBackend:
             kwargs["top_p"] = request.top_p
         if request.seed is not None:
             kwargs["seed"] = request.seed
+        if request.reasoning_effort is not None:
+            kwargs["reasoning_effort"] = request.reasoning_effort
         if request.api_base:
             kwargs["api_base"] = request.api_base
         key = role_api_key(request.role, role_cfg)

@@ -117,6 +117,8 @@ class OpenAIHTTPBackend:
             body["top_p"] = request.top_p
         if request.seed is not None:
             body["seed"] = request.seed
+        if request.reasoning_effort is not None:
+            body["reasoning_effort"] = request.reasoning_effort
         if (fmt := response_format(request, mode)) is not None:
             body["response_format"] = fmt
         return body
