@@ -126,6 +126,20 @@ def test_the_template_states_every_hop_and_names_no_hidden_entity(path, question
     assert question_problem(question, path, aliases, path.descriptions[path.answer]) is None
 
 
+def test_a_hop_is_covered_by_its_own_words_not_by_a_word_another_hop_shares():
+    """Seed 2's default KG build retained this rewrite of the template: Benghazi is Libya's second-largest city,
+    not Africa's, and the Libya hop is gone; only "largest", which the Benghazi hop shares, stood for it."""
+    kenya = BENGHAZI.model_copy(update={
+        "id": "k", "branches": [["benghazi", "libya", "africa", "kenya"]], "answer": "kenya",
+        "names": {**BENGHAZI.names, "kenya": "Mount Kenya"},
+        "edges": [BENGHAZI.edges[2], BENGHAZI.edges[1],
+                  _edge("kenya", "is the second highest mountain in", "africa",
+                        "Mount Kenya is the second highest mountain in Africa, after Kilimanjaro.")]})
+    rewrite = "What is the second highest mountain in the continent that contains Benghazi as its second-largest city?"
+    assert uncovered_hops(rewrite, kenya) == [2]
+    assert uncovered_hops(compose(kenya), kenya) == []
+
+
 def test_an_llm_step_that_breaks_a_check_is_undone():
     """The template is obfuscated and rewritten by the generator; a rewrite that names the intermediate entity
     (or drops a hop) is not kept, the step is recorded, and the obfuscated question goes on."""

@@ -86,15 +86,20 @@ def answer_words_in(question: str, forms: list[str]) -> str | None:
 
 def uncovered_hops(question: str, path: KGPath) -> list[int]:
     """1-based hops whose condition the question leaves out: none of the relation's content words is in the
-    question (entity names aside; a relation without one, "led by", falls back to its evidence's words). Any
+    question (entity names aside; a relation without one, "led by", falls back to its evidence's words), and
+    when the hop has words no other hop's relation has, one of those: "largest" of "is the second-largest city
+    in" must not stand for "is the fourth-largest country in" (a rewrite that dropped that hop kept it). Any
     evidence word would let "largest" in the Zambezi's sentence stand for "is the fourth-longest river in"."""
     asked = _stems(question)
-    out = []
-    for i, e in enumerate(path.edges, 1):
+    conditions = []
+    for e in path.edges:
         names = _stems(f"{path.names.get(e.head, e.head)} {path.names.get(e.tail, e.tail)}")
-        condition = (_stems(e.relation) - names) or (_stems(e.evidence) - names)
-        if not condition & asked:
-            out.append(i)
+        conditions.append((_stems(e.relation) - names) or (_stems(e.evidence) - names))
+    out = []
+    for i, condition in enumerate(conditions):
+        others = set().union(*conditions[:i], *conditions[i + 1:])
+        if not ((condition - others) or condition) & asked:
+            out.append(i + 1)
     return out
 
 
