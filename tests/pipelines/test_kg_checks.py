@@ -203,3 +203,46 @@ def test_a_question_that_calls_the_answer_something_else_is_dropped():
     assert type_disagreement("Which country has Cần Thơ as its third largest municipality?", path, profile) is None
     # the relation names what its head is: Cần Thơ is the municipality, not Vietnam
     assert type_disagreement("Which municipality contains Cần Thơ?", path, profile)
+
+
+def _seed3_path(names, edges, branches, answer):
+    return KGPath(id="s3", shape="branch" if len(branches) > 1 else "chain", branches=branches, answer=answer,
+                  hops=len(edges), names=names, passage_ids=["p"],
+                  edges=[KGEdge(head=h, relation=r, tail=t, passage_id="p", source="text", evidence=ev)
+                         for h, r, t, ev in edges])
+
+
+def test_seed_3s_struck_rows_are_caught_before_the_judge():
+    """Two of seed 3's three retained rows (docs/results.md, "Knowledge-graph rows by seed"), struck by a reader:
+    a role said of the start and of the answer ("What is the fifth-largest city in the country?" -> Lviv), and a
+    rewrite that appended its own wrong answer."""
+    from rubricforge.pipelines.kg.constraints import check_determinacy
+
+    lviv = _seed3_path({"donetsk": "Donetsk", "ukraine": "Ukraine", "lviv": "Lviv"},
+                       [("donetsk", "was the fifth-largest city in", "ukraine",
+                         "Donetsk was the fifth-largest city in Ukraine."),
+                        ("lviv", "is the fifth-largest city in", "ukraine",
+                         "Lviv is the fifth-largest city in Ukraine.")], [["donetsk", "ukraine", "lviv"]], "lviv")
+    assert check_determinacy(lviv) == ["'the fifth-largest city in' ukraine is said of both donetsk and lviv: two "
+                                       "entities fit the role"]
+    greek = _seed3_path({"troy": "Trojan War", "gm": "Greek mythology", "pegasus": "Pegasus"},
+                        [("troy", "was a legendary conflict in", "gm", "The Trojan War was a legendary conflict in "
+                          "Greek mythology."),
+                         ("pegasus", "is a winged horse in", "gm", "Pegasus is a winged horse in Greek mythology.")],
+                        [["troy", "gm"], ["pegasus", "gm"]], "gm")
+    question = ("What is the body that the Trojan War was a legendary conflict in, and is the one that Pegasus is a "
+                "winged horse in? The answer is the human body, as it is the one that the Trojan War was a legendary "
+                "conflict in, and is the one that Pegasus is a winged horse in.")
+    assert question_problem(question, greek, {}, "Body of myths of ancient Greece") == (
+        "not one question (text after the question: The answer is the human body, as it is t)")
+    assert question_problem("Which myths? Which horse?", greek, {}, "") == "not one question (2 question marks)"
+
+
+def test_a_collective_noun_keeps_what_it_collects():
+    from rubricforge.pipelines.kg.questions import compose
+
+    greek = _seed3_path({"troy": "Trojan War", "gm": "Greek mythology"},
+                        [("troy", "was a legendary conflict in", "gm", "The Trojan War was a legendary conflict in "
+                          "Greek mythology.")], [["troy", "gm"]], "gm")
+    greek.descriptions["gm"] = "Body of myths of ancient Greece"
+    assert compose(greek) == "The Trojan War was a legendary conflict in which body of myths?"

@@ -3,7 +3,7 @@ relations), run before the judge. :func:`question_problem` returns the first tha
 ``"<category> (<detail>)"`` (the card counts categories), in this order:
 
 1. **placeholder** — a mask the generator saw (``ANSWER``, ``X1``) or a blank (``[MASK]``, ``___``) is left in
-   the question.
+   the question; **not one question** — no question mark, several, text after it, or "the answer is" in it.
 2. **whole entity** — the answer is written, as a whole name, in the evidence of a hop it is an end of: not a
    word of a longer name ("Monarchy" in "Austro-Hungarian Monarchy").
 3. **leaks** — the question names the answer or an alias (whole words), contains every content word of a
@@ -60,6 +60,19 @@ def _singular(word: str) -> str:
     if word.endswith("ies") and len(word) > 4:
         return word[:-3] + "y"
     return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
+def not_one_question(question: str) -> str | None:
+    """What makes ``question`` more or less than one question — no question mark, several, or text after it (a
+    rewrite that appended "The answer is …") — or None."""
+    text = question.strip()
+    if text.count("?") != 1:
+        return f"{text.count('?')} question marks"
+    if tail := text[text.index("?") + 1:].strip():
+        return f"text after the question: {tail[:40]}"
+    if re.search(r"\bthe answer is\b", text, re.IGNORECASE):
+        return "it states an answer"
+    return None
 
 
 def names_in(text: str, names: list[str]) -> list[str]:
@@ -237,6 +250,8 @@ def question_problem(question: str, path: KGPath, aliases: dict[str, list[str]],
     answers = aliases.get(path.answer, []) + [names[path.answer]]
     if mask := placeholder(question):
         return f"placeholder in the question ({mask})"
+    if extra := not_one_question(question):
+        return f"not one question ({extra})"
     if part := part_of_a_name(path, aliases):
         return f"answer is not a whole entity of the path ({part})"
     if leaked := names_in(question, answers):

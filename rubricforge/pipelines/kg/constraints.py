@@ -11,7 +11,8 @@
   ("Lyon *is a city in* France": Lyon → France) a relation of the form copula + article + noun ("is a city
   in", "is the capital of") or copula + a participle that names one thing ("was born in", "was founded
   by") does; read against it (France → ?) only a definite role does ("Paris *is the capital of* France":
-  France → Paris), since France has many cities.
+  France → Paris), since France has many cities; and no role is said of two entities of the subgraph ("Donetsk
+  *was the fifth-largest city in* Ukraine" beside "Lviv *is the fifth-largest city in* Ukraine").
 
 :func:`check_structure` guards the rest: every hop is a typed edge of the graph between consecutive nodes (a
 ``mentions`` link states no fact, so it is never a hop).
@@ -84,8 +85,19 @@ def check_reachability(path: KGPath, search: Search, k: int) -> list[str]:
     return failures
 
 
+def _role(relation: str) -> str:
+    """A relation without its copula and tense: "was the fifth-largest city in" -> "the fifth-largest city in"."""
+    return re.sub(rf"^{_COPULA}", "", relation.strip())
+
+
 def check_determinacy(path: KGPath) -> list[str]:
     failures = []
+    ends: dict[tuple[str, str], str] = {}  # (role, the node it is held in) -> the entity holding it
+    for e in path.edges:
+        held = ends.setdefault((_role(e.relation), e.tail), e.head)
+        if held != e.head:
+            failures.append(f"'{_role(e.relation)}' {e.tail} is said of both {held} and {e.head}: two entities "
+                            f"fit the role")
     for branch in path.branches:
         for a, b in zip(branch, branch[1:], strict=False):
             e = next(e for e in path.edges if {e.head, e.tail} == {a, b})

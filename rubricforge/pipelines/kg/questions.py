@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 QUESTION_CHARS = 300
 _VOWEL = re.compile(r"^[aeiou]", re.IGNORECASE)
+_COLLECTIVE = frozenset("body set group collection series family class type kind form genre".split())
 _RELATION_NOUN = re.compile(r"^(?:is|was|are|were)\s+(?:the|a|an)\s+(?:[\w-]+\s+){0,3}?([a-z-]+)\s+"
                             r"(?:in|of|on|at|for|from|to|by|with)$")
 
@@ -66,9 +67,14 @@ def _masked(text: str, masks: dict[str, str], path: KGPath, aliases: dict[str, l
 
 
 def _noun(path: KGPath, node: str) -> str:
-    """What ``node`` is, in one noun: its description's head noun ("Country in East Asia" -> "country"), else
-    the noun its own relation predicates of it ("is the largest freshwater lake in" -> "lake"), else "entity"."""
-    if noun := described_noun(path.descriptions.get(node, "")):
+    """What ``node`` is: its description's head noun ("Country in East Asia" -> "country"; a collective noun with
+    what it collects: "Body of myths of ancient Greece" -> "body of myths"), else the noun its own relation
+    predicates of it ("is the largest freshwater lake in" -> "lake"), else "entity"."""
+    description = path.descriptions.get(node, "")
+    if noun := described_noun(description):
+        if noun in _COLLECTIVE and (m := re.search(rf"\b{noun}\s+of\s+([a-z]+)", description, re.IGNORECASE)) \
+                and m.group(1).islower() and m.group(1) not in ("the", "a", "an"):
+            return f"{noun} of {m.group(1)}"
         return noun
     for e in path.edges:
         if e.head == node and (m := _RELATION_NOUN.match(e.relation.strip())):
