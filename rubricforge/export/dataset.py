@@ -34,7 +34,7 @@ from rubricforge.export.stats import compute_stats
 from rubricforge.export.views import features, view_rows
 from rubricforge.extras import needs
 from rubricforge.pipelines.quality import apply_gates
-from rubricforge.rundir import atomic_write_json, atomic_write_text
+from rubricforge.io.files import atomic_write_json, atomic_write_text
 from rubricforge.schema import Example
 
 DATASET_DIR = "dataset"

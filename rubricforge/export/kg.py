@@ -26,7 +26,8 @@ from rubricforge.export.convert.drb import flat_rubrics
 from rubricforge.export.run import read_config
 from rubricforge.export.stats import _cost, _ratio
 from rubricforge.extras import needs
-from rubricforge.rundir import StageLog, read_json
+from rubricforge.io.files import read_json
+from rubricforge.io.stagelog import StageLog
 from rubricforge.schema import KGExample
 
 if TYPE_CHECKING:

@@ -12,7 +12,8 @@ from rubricforge.export.kg import read_examples
 from rubricforge.export.run import read_config
 from rubricforge.export.viewer import VIEWER_FILE, PassageLookup, open_index, render_html
 from rubricforge.errors import UserError
-from rubricforge.rundir import StageLog, atomic_write_text, read_json
+from rubricforge.io.files import atomic_write_text, read_json
+from rubricforge.io.stagelog import StageLog
 
 TEMPLATE = Path(__file__).with_name("viewer_kg_template.html")
 

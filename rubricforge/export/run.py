@@ -26,7 +26,8 @@ from pydantic import BaseModel, ValidationError
 
 from rubricforge.config import Config
 from rubricforge.errors import UserError
-from rubricforge.rundir import StageLog, read_json
+from rubricforge.io.files import read_json
+from rubricforge.io.stagelog import StageLog
 from rubricforge.schema import Candidate, EvidenceTree, Example, Verification
 
 M = TypeVar("M", bound=BaseModel)

@@ -31,7 +31,7 @@ from rubricforge.config import Config
 from rubricforge.errors import UserError
 from rubricforge.export.run import RunData, load_run
 from rubricforge.export.stats import compute_stats
-from rubricforge.rundir import atomic_write_text
+from rubricforge.io.files import atomic_write_text
 from rubricforge.schema import Candidate, Example, Passage
 
 TEMPLATE = Path(__file__).with_name("viewer_template.html")

@@ -134,7 +134,7 @@ def preflight(cfg: Config, roles: Sequence[str], run_dir: str, push_to_hub: str 
     directory, a mistyped index folder, the LLM ``roles`` (cache path, keys, models, api_base;
     :func:`rubricforge.llm.check.preflight`). ``cfg`` as the user gave it (not yet :func:`on_driver`'s)."""
     from rubricforge.llm.check import preflight as check_roles
-    from rubricforge.rundir import check_writable_dir
+    from rubricforge.io.files import check_writable_dir
 
     check_push(push_to_hub)
     check_writable_dir(run_dir, "run directory", "--run-dir (or --set run_dir=...)")

@@ -16,13 +16,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rubricforge.config import Config
-from rubricforge.corpora.rejects import Rejects
+from rubricforge.io.rejects import Rejects
 from rubricforge.jobs.base import JobResult, job_result
 from rubricforge.jobs.items import ItemJob
 from rubricforge.rewards.audit import audit_response, summarise
-from rubricforge.rewards.inputs import Response, load_examples, load_responses
+from rubricforge.io.datasets import load_examples
+from rubricforge.rewards.responses import Response, load_responses
 from rubricforge.rewards.judging import Judge
-from rubricforge.rundir import RunDir, atomic_write_text
+from rubricforge.io.files import atomic_write_text
+from rubricforge.rundir import RunDir
 
 if TYPE_CHECKING:
     from rubricforge.llm import LLMClient

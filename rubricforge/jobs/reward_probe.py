@@ -26,17 +26,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rubricforge.config import Config
-from rubricforge.corpora.rejects import Rejects
+from rubricforge.io.rejects import Rejects
 from rubricforge.errors import UserError
 from rubricforge.evaluation.stats import bootstrap_ci
 from rubricforge.export.convert import to_rubricforge_rows
 from rubricforge.jobs.base import JobResult, job_result
 from rubricforge.jobs.reward_score import RewardItemJob
 from rubricforge.rewards import probes as P
-from rubricforge.rewards.inputs import Response, load_examples, load_responses
+from rubricforge.io.datasets import load_examples
+from rubricforge.rewards.responses import Response, load_responses
 from rubricforge.rewards.registry import columns
 from rubricforge.rewards.scorer import RewardScorer, Rollout, check_columns, check_rubrics
-from rubricforge.rundir import RunDir, atomic_write_json
+from rubricforge.io.files import atomic_write_json
+from rubricforge.rundir import RunDir
 
 if TYPE_CHECKING:
     from rubricforge.llm import LLMClient

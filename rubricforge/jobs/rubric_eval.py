@@ -50,7 +50,9 @@ from rubricforge.rewards.deeprubric.rubric_reward import criteria_from
 from rubricforge.rubric_gen.pref_rubrics import generate_rubrics
 from rubricforge.rubric_gen.race import generate_race_rubrics
 from rubricforge.rubric_gen.rubric_sets import GENERAL_RUBRIC, race_criteria, read_race_file
-from rubricforge.rundir import RunDir, StageLog, atomic_write_json, atomic_write_text
+from rubricforge.io.files import atomic_write_json, atomic_write_text
+from rubricforge.io.stagelog import StageLog
+from rubricforge.rundir import RunDir
 from rubricforge.schema import Criterion, PreferencePair
 
 if TYPE_CHECKING:
@@ -173,7 +175,7 @@ class RubricMaker:
 
 
 def _tree_rubrics(dataset: str | Path) -> dict[str, list[Criterion]]:
-    from rubricforge.rewards.inputs import load_examples
+    from rubricforge.io.datasets import load_examples
 
     out = {}
     for row in load_examples(dataset).values():

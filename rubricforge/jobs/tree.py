@@ -23,7 +23,8 @@ from rubricforge.llm.errors import Unavailable
 from rubricforge.pipelines.tree.run import (PIPELINE, STAGES, BuildPlan, BuildSummary, TreeWorker, finish_build,
                                             prepare_build, progress_label, run_trees, tree_id_for, tree_ids)
 from rubricforge.pipelines.tree.seeds import Seed
-from rubricforge.rundir import RunDir, StageLog
+from rubricforge.io.stagelog import StageLog
+from rubricforge.rundir import RunDir
 from rubricforge.text import one_line
 
 __all__ = ["STAGES", "BuildPlan", "BuildSummary", "Seed", "TreeFailed", "TreeWorker", "Trees", "build_dataset",

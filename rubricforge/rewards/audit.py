@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from rubricforge.extras import needs
-from rubricforge.rewards.inputs import Response
+from rubricforge.rewards.responses import Response
 from rubricforge.rewards.judging import Judge
 from rubricforge.rewards.deeprubric.rubric_reward import MAX_SCORE, RubricScore, criteria_from, rubric_reward
 from rubricforge.rewards.trajectory import parse_trajectory

@@ -59,7 +59,7 @@ from rubricforge.rewards.scorer import NO_TOOL
 from rubricforge.rewards.trajectory import parse_trajectory
 from rubricforge.rubric_gen.bank import BankSettings, RubricBank, RubricItem, TaskRubrics, prune
 from rubricforge.rubric_gen.meta_rubrics import Weakness, combinations, meta_rubrics, proposer_messages, weaknesses
-from rubricforge.rundir import atomic_write_json
+from rubricforge.io.files import atomic_write_json
 from rubricforge.training.adaptive import TOOL, step_modes
 from rubricforge.training.cost import hote_cost
 from rubricforge.training.grpo import response_tokens

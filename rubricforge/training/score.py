@@ -66,7 +66,7 @@ from rubricforge.rubric_gen.score_dims import (
     refresh_harness,
     selection_messages,
 )
-from rubricforge.rundir import atomic_write_json
+from rubricforge.io.files import atomic_write_json
 from rubricforge.training.adaptive import _run, task_id
 from rubricforge.training.trl_seams import score_trainer
 

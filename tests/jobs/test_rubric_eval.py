@@ -104,7 +104,7 @@ def test_rubrics_eval_cli(tmp_path):
 def test_a_rubric_without_positive_weight_is_not_used(tmp_path):
     from rubricforge.config import Config
     from rubricforge.jobs.rubric_eval import RubricMaker, _digest
-    from rubricforge.rundir import StageLog
+    from rubricforge.io.stagelog import StageLog
 
     log = StageLog(tmp_path / "rubrics.jsonl")
     log.append(f"search|{_digest(QUERY)}", {"source": "search", "query": QUERY, "origin": "m", "rubrics": [
