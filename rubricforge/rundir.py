@@ -154,6 +154,11 @@ class RunDir:
         manifest.update(status=status, updated=now(), ledger=sum_ledgers([i.get("ledger", {}) for i in invocations]))
         atomic_write_json(self.path / MANIFEST, manifest)
 
+    def recount(self, invocation: str) -> None:
+        """Sum the invocation's ledger files into the manifest again (a stage that ran after the finish, such as
+        the quality gates, added one), its status unchanged."""
+        self.set_status(invocation, self.manifest().get("status", "complete"))
+
     def record_export(self, dataset_dir: str, viewer: str, rows: int) -> None:
         """Add the export's paths and row count to the manifest, and whether it is partial: the export of a run
         that did not end ``complete`` (it failed or stopped; a re-run finishes it and exports again)."""

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from rubricforge.config import Config
 from rubricforge.errors import ItemsFailed
+from rubricforge.jobs.gates import run_gates
 from rubricforge.jobs.base import (BUILD_ROLES, JobResult, ending, exported, on_driver, partial_export, preflight,
                                    retryable)
 from rubricforge.llm.errors import Unavailable
@@ -112,11 +113,17 @@ async def run_stages(cfg: Config, plan: BuildPlan, trees: Trees, stages: Sequenc
 
 def export_run(cfg: Config, summary: BuildSummary | None, push_to_hub: str | None = None,
                logs: dict[str, StageLog[Any]] | None = None) -> JobResult:
-    """Export the stages' output in ``cfg.run_dir`` and write the viewer (``summary``: None for the partial
-    export of a failed run; ``logs``: the stage logs already in memory, else read from the run directory)."""
+    """The quality gates (:func:`~rubricforge.jobs.gates.run_gates`, their LLM calls in the run's ledger), then
+    the export of the stages' output in ``cfg.run_dir`` and the viewer (``summary``: None for the partial export
+    of a failed run; ``logs``: the stage logs already in memory, else read from the run directory)."""
     from rubricforge.export import export_dataset, write_viewer
     from rubricforge.export.run import load_run
 
     run = load_run(cfg.run_dir, cfg, logs)  # the stage logs read at most once, for the dataset and the viewer
+    run_dir = RunDir(cfg.run_dir, PIPELINE)
+    run_gates(cfg, run_dir, [(e.id, e.question, e.rubrics) for e in run.examples], learnability=True)
+    run.manifest = run_dir.manifest()  # with the gates' ledger
+    if summary is not None:
+        summary.ledger = (run.manifest.get("invocations") or [{}])[-1].get("ledger", {}).get("total", summary.ledger)
     export = export_dataset(run, push_to_hub=push_to_hub)
-    return exported(RunDir(cfg.run_dir, PIPELINE), summary, export, write_viewer(run))
+    return exported(run_dir, summary, export, write_viewer(run))
