@@ -39,13 +39,13 @@ from rubricforge.io.files import atomic_write_json, atomic_write_text
 DATASET_DIR = "dataset"
 
 
-def export_dataset(run_dir: str | Path | RunData, cfg: Config | None = None,
-                   push_to_hub: str | None = None) -> dict[str, Any]:
-    """Write ``run_dir/dataset/`` (and push it when ``push_to_hub`` names a Hub repo, token from
-    ``HF_TOKEN``); ``run_dir`` may be the run already read (:func:`~rubricforge.export.run.load_run`). Returns
+def export_dataset(run_dir: str | Path | RunData, cfg: Config | None = None, push_to_hub: str | None = None,
+                   token: str | None = None) -> dict[str, Any]:
+    """Write ``run_dir/dataset/`` (and push it when ``push_to_hub`` names a Hub repo); ``run_dir`` may be the run
+    already read (:func:`~rubricforge.export.run.load_run`). ``token``: the one a job's preflight checked
+    (:func:`~rubricforge.export.hub.check_push`); without it the push is checked here, before any work. Returns
     ``{"path", "n_examples", "stats", "pushed_to"}``."""
-    token = None
-    if push_to_hub is not None:
+    if push_to_hub is not None and token is None:
         token = hub.check_push(push_to_hub)  # before any work: a bad id or a missing token fails fast
     run = run_dir if isinstance(run_dir, RunData) else load_run(run_dir, cfg)
     run_dir = run.run_dir

@@ -146,15 +146,17 @@ def _empty_reason(counts: dict[str, Any], drops: dict[str, int]) -> str:
 
 
 def export_kg_dataset(run_dir: str | Path, cfg: Config | None = None, push_to_hub: str | None = None,
-                      examples: list[KGExample] | None = None) -> dict[str, Any]:
-    """Write ``run_dir/dataset/`` for a KG run (``examples``: the run's, when the caller read them already);
-    returns ``{"path", "n_examples", "stats", "pushed_to"}``."""
+                      examples: list[KGExample] | None = None, token: str | None = None) -> dict[str, Any]:
+    """Write ``run_dir/dataset/`` for a KG run (``examples``: the run's, when the caller read them already; ``token``:
+    as for :func:`~rubricforge.export.dataset.export_dataset`); returns ``{"path", "n_examples", "stats",
+    "pushed_to"}``."""
     from rubricforge.export import hub
     from rubricforge.export.dataset import write_export
     from rubricforge.export.kg_card import render_kg_card
 
     run_dir = Path(run_dir)
-    token = hub.check_push(push_to_hub) if push_to_hub is not None else None
+    if push_to_hub is not None and token is None:
+        token = hub.check_push(push_to_hub)
     cfg = cfg or read_config(run_dir)
     examples = read_examples(run_dir) if examples is None else examples
     stats = kg_stats(run_dir, examples, cfg)
