@@ -125,10 +125,10 @@ def preflight(cfg: Config, roles: Sequence[str], run_dir: str, push_to_hub: str 
     """A job's configuration mistakes end here, before any work (a UserError): the Hub repo and token (the one
     check of a push: the job's export then only reads the token, :func:`push_token`), the run directory, a
     mistyped index folder, the LLM ``roles`` (cache path, keys, models, api_base;
-    :func:`rubricforge.llm.check.preflight`). ``cfg`` as the user gave it (not yet :func:`on_driver`'s)."""
+    :func:`rubricforge.llm.check.preflight_roles`). ``cfg`` as the user gave it (not yet :func:`on_driver`'s)."""
     from rubricforge.export.hub import check_push
     from rubricforge.io.files import check_writable_dir
-    from rubricforge.llm.check import preflight as check_roles
+    from rubricforge.llm.check import preflight_roles
 
     if push_to_hub is not None:
         check_push(push_to_hub)
@@ -138,7 +138,7 @@ def preflight(cfg: Config, roles: Sequence[str], run_dir: str, push_to_hub: str 
         raise UserError(f"tools.index_dir {index_dir} does not exist (and corpus.source is the default corpus)",
                         "fix the path, or build an index there first: rubricforge corpus build --out "
                         f"{index_dir} [--source ... --path ...]")
-    check_roles(cfg.llm, list(roles))
+    preflight_roles(cfg.llm, list(roles))
 
 
 def push_token(push_to_hub: str | None) -> str | None:

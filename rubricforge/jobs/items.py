@@ -11,7 +11,7 @@ carry the job's status by the one ending rule (:mod:`rubricforge.jobs.base`): ``
 stop, ``incomplete: <n> of <m> ...`` when items are left without a finished record (unscored, failed; the job
 writes its output as usual and the CLI exits non-zero), else ``complete``. An item done again replaces its
 record: the log holds one line per item after the run (:meth:`~rubricforge.io.stagelog.StageLog.compact`). Before
-any of that it runs the preflight of the LLM ``roles`` it calls (:func:`~rubricforge.llm.check.preflight`: keys,
+any of that it runs the preflight of the LLM ``roles`` it calls (:func:`~rubricforge.llm.check.preflight_roles`: keys,
 models, servers). A job given a
 :class:`~rubricforge.rundir.RunDir` (``run``) also gets its manifest there: ``config.yaml`` (``cfg``), the
 invocation with its status (``running``, then how it ended), :meth:`ItemJob.manifest_fields` (settings,
@@ -126,9 +126,9 @@ to build on the job's client before the first item and release after the last.""
 
     async def arun(self, items: Sequence[T], progress: bool = True) -> ItemStats:
         from rubricforge.llm import LLMClient
-        from rubricforge.llm.check import apreflight
+        from rubricforge.llm.check import apreflight_roles
 
-        await apreflight(self.llm, list(self.roles))
+        await apreflight_roles(self.llm, list(self.roles))
         self.check_settings()
         keys = {self.key(item) for item in items}
         todo = self.pending(items)

@@ -123,7 +123,7 @@ def probe_rewards(cfg: Config, dataset: str | Path, responses: str | Path | None
         announce(estimate(cfg, names, items))
     stats = asyncio.run(job.arun(items, progress))
     records = {item.key: job.log[item.key] for item in items if item.key in job.log}
-    summary = ProbeSummary(str(run / "report.json"), len(honest), threshold, summarise(names, items, records),
+    summary = ProbeSummary(str(run / "report.json"), len(honest), threshold, summarise_probes(names, items, records),
                            judge=job.judge_counts(), status=stats.status)
     summary.failed = [f"{reward}/{probe}" for reward, by_probe in summary.results.items()
                       for probe, got in by_probe.items() if got["share"] is not None and got["share"] > threshold]
@@ -158,7 +158,7 @@ class _ProbeJob(RewardItemJob[Item]):
                 "completion": None if item.probe == HONEST else item.variant.completion, "rewards": got}
 
 
-def summarise(names: Sequence[str], items: Sequence[Item], records: Mapping[str, dict[str, Any]]
+def summarise_probes(names: Sequence[str], items: Sequence[Item], records: Mapping[str, dict[str, Any]]
               ) -> dict[str, dict[str, dict[str, Any]]]:
     """Per reward and probe: over the items where both the honest response and the variant are scored, the share
     the variant wins (:func:`~rubricforge.rewards.probes.wins`) with its 95 % bootstrap CI, the share it strictly

@@ -184,7 +184,7 @@ def _tree_rubrics(dataset: str | Path) -> dict[str, list[Criterion]]:
     return out
 
 
-def evaluate(cfg: Config, pairs_file: str | Path, sources: Sequence[str], split: str | None = None,
+def evaluate_rubrics(cfg: Config, pairs_file: str | Path, sources: Sequence[str], split: str | None = None,
              race_file: str | Path | None = None, dataset: str | Path | None = None, n_boot: int = 1000,
              progress: bool = True) -> JobResult:
     """Score ``pairs_file`` with each rubric source into ``<run_dir>/rubric-eval/`` (the payload:

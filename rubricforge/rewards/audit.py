@@ -1,4 +1,4 @@
-"""`rubricforge reward audit`: how far to trust a rubric judge.
+"""`rubricforge judge agreement`: how far to trust a rubric judge.
 
 Every criterion of every response is scored (Figure 5, 0–4) ``repeats`` times by the judge role, each
 repeat an independent sample (seed + k; repeat 0 is the ordinary scoring request), once by a second
@@ -55,7 +55,7 @@ class AuditReport:
                 f"{self.unscored}", f"report: {self.out}"]
 
 
-def summarise(judge: str, second_judge: str, repeats: int, results: Sequence[dict[str, Any]],
+def summarise_agreement(judge: str, second_judge: str, repeats: int, results: Sequence[dict[str, Any]],
               unscored: dict[str, int]) -> AuditReport:
     """The report from each response's :func:`audit_response` record (``rows`` None: no answer, skipped)."""
     done = [r for r in results if r["rows"] is not None]

@@ -69,7 +69,7 @@ def test_a_run_dir_that_is_a_file_or_unwritable(tmp_path):
 
 
 def test_binary_responses_and_replay_files_are_user_errors(tmp_path):
-    from rubricforge.llm.recording import load
+    from rubricforge.llm.recording import load_recording
     from rubricforge.rewards.responses import load_responses
 
     binary = tmp_path / "responses.jsonl"
@@ -77,7 +77,7 @@ def test_binary_responses_and_replay_files_are_user_errors(tmp_path):
     with pytest.raises(UserError, match="not UTF-8"):
         load_responses(binary, {}, Rejects())
     with pytest.raises(UserError, match="line 1 is not a recorded response"):
-        load(binary)
+        load_recording(binary)
 
 
 def test_non_utf8_corpus_lines_are_rejected_as_such(tmp_path):
