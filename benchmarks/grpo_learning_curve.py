@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 from rubricforge.config import Config  # noqa: E402
 from rubricforge.corpora.default_corpus import iter_default_corpus  # noqa: E402
-from rubricforge.corpora.rejects import Rejects  # noqa: E402
+from rubricforge.io.rejects import Rejects  # noqa: E402
 from rubricforge.evaluation.stats import paired  # noqa: E402
 from rubricforge.llm.local_model import ensure_model  # noqa: E402
 from rubricforge.training.grpo import build_grpo  # noqa: E402

@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 from rubricforge.config import Config  # noqa: E402
 from rubricforge.corpora.chunking import chunk_document  # noqa: E402
 from rubricforge.corpora.default_corpus import iter_default_corpus  # noqa: E402
-from rubricforge.corpora.rejects import Rejects  # noqa: E402
+from rubricforge.io.rejects import Rejects  # noqa: E402
 from rubricforge.llm import LLMClient  # noqa: E402
 from rubricforge.llm.local_model import MODELS  # noqa: E402
 from rubricforge.pipelines.tree import evidence_tree as et  # noqa: E402

@@ -35,7 +35,7 @@ from rubricforge.corpora.chunking import chunk_document  # noqa: E402
 from rubricforge.corpora.default_corpus import iter_default_corpus  # noqa: E402
 from rubricforge.corpora.embedding import Embedder, Shards, passage_input  # noqa: E402
 from rubricforge.corpora.gpu_search import TorchExactSearch, faiss_topk  # noqa: E402
-from rubricforge.corpora.rejects import Rejects  # noqa: E402
+from rubricforge.io.rejects import Rejects  # noqa: E402
 
 K = 10
 

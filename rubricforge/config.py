@@ -430,8 +430,8 @@ class EvalConfig(Section):
 
 
 class QualityConfig(Section):
-    """Quality gates run by the export (:mod:`rubricforge.pipelines.quality`): decontamination against benchmark
-    prompts and semantic dedup of questions."""
+    """Quality gates, the dataset jobs' stage before the export (:mod:`rubricforge.jobs.gates`): decontamination
+    against benchmark prompts, semantic dedup of questions, learnability."""
 
     decontaminate: bool = True
     benchmarks: list[Literal["drb"]] = ["drb"]  # shipped prompt sets

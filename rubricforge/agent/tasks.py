@@ -15,7 +15,7 @@ from typing import Any
 
 from rubricforge.agent.prompt import agent_prompt
 from rubricforge.errors import UserError
-from rubricforge.rewards.inputs import load_examples
+from rubricforge.io.datasets import load_examples
 from rubricforge.rewards.scorer import check_columns
 
 

@@ -3,9 +3,10 @@ console helpers (tables, numbers) and how a job's command ends (:func:`finish`: 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -25,6 +26,19 @@ VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect'
                                           "run directory's logs/).")]
 DatasetOpt = Annotated[Path, typer.Option("--dataset", "-d", help="Dataset folder, run directory, .jsonl or .parquet.")]
 ModelOpt = Annotated[str, typer.Option("--model", "-m", help="Policy model: a local folder or a cached Hub name.")]
+ResponsesOpt = Annotated[Path, typer.Option("--responses", "-r", help='JSONL of {"id", "response", "snippets"?}.')]
+
+
+def deprecated(command: Callable[..., None], old: str, new: str) -> Callable[..., None]:
+    """``command`` under its old name ``old``, for one release: it says so in one line on stderr, then runs."""
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> None:
+        typer.echo(f"deprecated: `rubricforge {old}` is now `rubricforge {new}`; the old name goes in the next release",
+                   err=True)
+        command(*args, **kwargs)
+
+    run.__doc__ = f"Deprecated: `rubricforge {new}` (this name goes in the next release)."
+    return run
 
 
 def cli_config(config: Path | None, overrides: list[str] | None, **flags: object) -> Config:

@@ -1,4 +1,5 @@
-"""`rubricforge judge`: check the configured LLM judge against human labels."""
+"""`rubricforge judge`: check the configured LLM judge — against human labels (``audit``), and against itself and a
+second judge (``agreement``)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ from typing import Annotated, Optional
 
 import typer
 
-from rubricforge.cli.common import ConfigOpt, QuietOpt, SetOpt, cli_config, console, finish, fmt, table
+from rubricforge.cli.common import (ConfigOpt, DatasetOpt, QuietOpt, ResponsesOpt, SetOpt, cli_config, console,
+                                    finish, fmt, table)
 
-app = typer.Typer(no_args_is_help=True, help="Check the LLM judge against human labels (balanced accuracy per "
-                                             "rubric category, per-call vs batched judging).")
+app = typer.Typer(no_args_is_help=True, help="Check the LLM judge: against human labels (balanced accuracy per rubric "
+                                             "category, per-call vs batched judging) and its agreement with itself "
+                                             "and a second judge.")
 
 
 @app.command("audit")
@@ -42,5 +45,28 @@ def judge_audit(
                  fmt(one["overall"]["balanced_accuracy"]), fmt(batched["overall"]["balanced_accuracy"]),
                  fmt(s.delta["overall"]))
     rows.add_row("category mean", "", "", fmt(one["macro"]), fmt(batched["macro"]), fmt(s.delta["macro"]))
+    console().print(rows)
+    finish(result)
+
+
+@app.command("agreement")
+def judge_agreement(
+    dataset: DatasetOpt,
+    responses: ResponsesOpt,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    repeats: Annotated[int, typer.Option(min=2, help="Independent samples of the judge per criterion.")] = 3,
+    second_judge: Annotated[str, typer.Option(help="The LLM role compared with the judge.")] = "verifier",
+    out: Annotated[Optional[Path], typer.Option(help="Write the full report (JSON) here (default: report.json in "
+                                                "the run directory <responses>.audit.run/).")] = None,
+) -> None:
+    """Score the same responses several times and with two judges; print the judge's agreement with itself and with
+    the second judge (resumable; formerly `reward audit`)."""
+    from rubricforge.jobs.reward_audit import audit_rewards
+
+    result = audit_rewards(cli_config(config, set_), dataset, responses, repeats, second_judge, out)
+    rows = table("comparison", "pairs", "exact", "kappa (quadratic)", "spearman")
+    for name, a in result.summary.agreement.items():
+        rows.add_row(name, str(a["pairs"]), fmt(a["exact"]), fmt(a["kappa_quadratic"]), fmt(a["spearman"]))
     console().print(rows)
     finish(result)

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from rubricforge.cli.common import console
-from rubricforge.corpora.rejects import Rejects
+from rubricforge.io.rejects import Rejects
 from rubricforge.errors import UserError
 
 app = typer.Typer(no_args_is_help=True, help="Preference pairs (query, chosen report, rejected report).")

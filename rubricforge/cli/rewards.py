@@ -1,4 +1,5 @@
-"""`rubricforge reward`: score responses with the rewards; audit the judge; probe a reward for gaming."""
+"""`rubricforge reward`: score responses with the rewards; probe a reward for gaming. (``reward audit`` is now
+``judge agreement``: the old name works for one release.)"""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ from typing import Annotated, Optional
 
 import typer
 
-from rubricforge.cli.common import ConfigOpt, DatasetOpt, QuietOpt, SetOpt, console, finish, fmt, cli_config, table
+from rubricforge.cli.common import (ConfigOpt, DatasetOpt, QuietOpt, ResponsesOpt, SetOpt, cli_config, console,
+                                    deprecated, finish, fmt, table)
+from rubricforge.cli.judge import judge_agreement
 
 app = typer.Typer(no_args_is_help=True,
-                  help="Score agent responses with rubricforge's rewards; audit the judge; probe a reward for gaming.")
-ResponsesOpt = Annotated[Path, typer.Option("--responses", "-r", help='JSONL of {"id", "response", "snippets"?}.')]
+                  help="Score agent responses with rubricforge's rewards; probe a reward for gaming.")
 
 
 @app.command("score")
@@ -38,26 +40,7 @@ def reward_score(
     finish(result)
 
 
-@app.command("audit")
-def reward_audit(
-    dataset: DatasetOpt,
-    responses: ResponsesOpt,
-    config: ConfigOpt = None,
-    set_: SetOpt = None,
-    repeats: Annotated[int, typer.Option(min=2, help="Independent samples of the judge per criterion.")] = 3,
-    second_judge: Annotated[str, typer.Option(help="The LLM role compared with the judge.")] = "verifier",
-    out: Annotated[Optional[Path], typer.Option(help="Write the full report (JSON) here (default: report.json in "
-                                                "the run directory <responses>.audit.run/).")] = None,
-) -> None:
-    """Score the same responses several times and with two judges; print variance and agreement (resumable)."""
-    from rubricforge.jobs.reward_audit import audit_rewards
-
-    result = audit_rewards(cli_config(config, set_), dataset, responses, repeats, second_judge, out)
-    rows = table("comparison", "pairs", "exact", "kappa (quadratic)", "spearman")
-    for name, a in result.summary.agreement.items():
-        rows.add_row(name, str(a["pairs"]), fmt(a["exact"]), fmt(a["kappa_quadratic"]), fmt(a["spearman"]))
-    console().print(rows)
-    finish(result)
+app.command("audit", hidden=True)(deprecated(judge_agreement, "reward audit", "judge agreement"))
 
 
 @app.command("probe")

@@ -29,10 +29,10 @@ def rubrics_eval(
     quiet: QuietOpt = False,
 ) -> None:
     """Preference accuracy and paired Cohen's d of each rubric source (Prefs Table 1), resumable."""
-    from rubricforge.jobs.rubric_eval import TABLE_HEADER, evaluate, table_rows
+    from rubricforge.jobs.rubric_eval import TABLE_HEADER, evaluate_rubrics, table_rows
 
     sources = [s.strip() for s in source.split(",") if s.strip()]
-    result = evaluate(cli_config(config, set_, run_dir=run_dir), pairs, sources, split, race_rubrics, dataset,
+    result = evaluate_rubrics(cli_config(config, set_, run_dir=run_dir), pairs, sources, split, race_rubrics, dataset,
                       progress=not quiet)
     rows = table(*TABLE_HEADER)
     for row in table_rows(result.summary):

@@ -21,7 +21,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from rubricforge.corpora.loaders import FieldMap
-from rubricforge.corpora.rejects import Rejects
+from rubricforge.io.rejects import Rejects
 from rubricforge.errors import UserError
 from rubricforge.extras import install_hint
 from rubricforge.schema import Passage

@@ -37,7 +37,7 @@ import numpy as np
 from rubricforge.config import DEFAULT_CACHE_DIR, EmbeddingConfig
 from rubricforge.errors import UserError
 from rubricforge.extras import install_hint, needs
-from rubricforge.rundir import atomic_write_json
+from rubricforge.io.files import atomic_write_json
 
 if TYPE_CHECKING:
     from rubricforge.corpora.store import PassageStore

@@ -41,10 +41,11 @@ from rubricforge.corpora.index_store import (
     STORE_STATE_FILE,
 )
 from rubricforge.corpora.loaders import open_source
-from rubricforge.corpora.rejects import Rejects
+from rubricforge.io.rejects import Rejects
 from rubricforge.corpora.snapshot import SnapshotHasher
 from rubricforge.errors import UserError
-from rubricforge.rundir import StageBar, atomic_write_json, read_json
+from rubricforge.io.files import atomic_write_json, read_json
+from rubricforge.io.progress import StageBar
 
 if TYPE_CHECKING:
     from rubricforge.corpora.index_store import CorpusIndex

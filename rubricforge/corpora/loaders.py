@@ -16,7 +16,7 @@ Sources (``corpus.source``):
 Nothing is read whole: JSONL is read line by line (``.gz`` too), parquet by record batches, Hugging
 Face datasets by memory-mapped batches. ``corpus.path`` may be a file, a folder or a glob.
 A record without an id gets a stable one, ``<file stem>:<line>``. Malformed records (bad JSON, no
-text, empty text) go to :class:`~rubricforge.corpora.rejects.Rejects`; a mapped field that no record
+text, empty text) go to :class:`~rubricforge.io.rejects.Rejects`; a mapped field that no record
 has is a :class:`UserError` naming the field, the file and the fields that exist.
 """
 
@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from rubricforge.config import CorpusConfig
-from rubricforge.corpora.rejects import Rejects
+from rubricforge.io.rejects import Rejects
 from rubricforge.errors import UserError
 from rubricforge.extras import needs
 from rubricforge.schema import Passage

@@ -53,7 +53,7 @@ from rubricforge.corpora.remote import page_record, passage_record
 from rubricforge.corpora.tools import MAX_FETCH, local_retrievers
 from rubricforge.errors import UserError
 from rubricforge.extras import needs
-from rubricforge.rundir import atomic_write_text
+from rubricforge.io.files import atomic_write_text
 from rubricforge.text import clean_text
 
 with needs("server"):

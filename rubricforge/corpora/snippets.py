@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from rubricforge.errors import UserError
-from rubricforge.rundir import atomic_write_text
+from rubricforge.io.files import atomic_write_text
 from rubricforge.schema import Snippet
 
 ID_PREFIX = {"search": "s", "scholar": "p", "browse": "w"}

@@ -25,12 +25,12 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rubricforge.corpora.rejects import Rejects
+from rubricforge.io.rejects import Rejects
 from rubricforge.errors import UserError
 from rubricforge.evaluation.drb2 import parse_content
 from rubricforge.export.convert import to_rubricforge_rows
 from rubricforge.plugins import added
-from rubricforge.rewards.inputs import load_examples
+from rubricforge.io.datasets import load_examples
 from rubricforge.rewards.trajectory import parse_trajectory
 
 SCORERS = ("race", "rubric", "exact", "equivalence", "citation", "format", "healthbench", "coverage", "drb2")

@@ -57,7 +57,7 @@ def _table(head: list[str], rows: list[list[str]]) -> str:
 
 def quality_section(q: dict[str, Any]) -> str:
     """The quality gates' counts (decontamination, dedup) and every dropped question."""
-    if not q:
+    if not set(q) - {"exported"}:
         return "No quality gates ran."
     lines = []
     if d := q.get("decontamination"):

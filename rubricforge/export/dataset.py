@@ -6,8 +6,9 @@
     trl.parquet               the TRL view
     stats.json  README.md     the statistics and the dataset card
 
-The retained examples pass the quality gates first (:func:`rubricforge.pipelines.quality.apply_gates`:
-decontamination against benchmark prompts, semantic dedup); what they drop is in ``stats.json`` and on the card.
+The quality gates ran before, as the job's last stage (:mod:`rubricforge.jobs.gates`: decontamination, dedup,
+learnability); the export drops what their record (``quality.json``) drops, and puts it in ``stats.json`` and on
+the card. It calls no model: it only reads the run directory and writes the dataset.
 
 The folder is written under a temporary name and swapped in by rename, so a reader never sees a
 half-written export; an earlier export is replaced. Rows are sorted by id, so the same logs give the
@@ -29,54 +30,29 @@ from rubricforge.config import Config
 from rubricforge.export import hub
 from rubricforge.export.card import render_card
 from rubricforge.export.layout import FILES, FOLDERS
-from rubricforge.export.run import RunData, load_run
+from rubricforge.export.run import RunData, load_run, read_gates
 from rubricforge.export.stats import compute_stats
 from rubricforge.export.views import features, view_rows
 from rubricforge.extras import needs
-from rubricforge.pipelines.quality import apply_gates
-from rubricforge.rundir import atomic_write_json, atomic_write_text
-from rubricforge.schema import Example
+from rubricforge.io.files import atomic_write_json, atomic_write_text
 
 DATASET_DIR = "dataset"
 
 
-def export_dataset(run_dir: str | Path | RunData, cfg: Config | None = None,
-                   push_to_hub: str | None = None) -> dict[str, Any]:
-    """Write ``run_dir/dataset/`` (and push it when ``push_to_hub`` names a Hub repo, token from
-    ``HF_TOKEN``); ``run_dir`` may be the run already read (:func:`~rubricforge.export.run.load_run`). Returns
+def export_dataset(run_dir: str | Path | RunData, cfg: Config | None = None, push_to_hub: str | None = None,
+                   token: str | None = None) -> dict[str, Any]:
+    """Write ``run_dir/dataset/`` (and push it when ``push_to_hub`` names a Hub repo); ``run_dir`` may be the run
+    already read (:func:`~rubricforge.export.run.load_run`). ``token``: the one a job's preflight checked
+    (:func:`~rubricforge.export.hub.check_push`); without it the push is checked here, before any work. Returns
     ``{"path", "n_examples", "stats", "pushed_to"}``."""
-    token = None
-    if push_to_hub is not None:
+    if push_to_hub is not None and token is None:
         token = hub.check_push(push_to_hub)  # before any work: a bad id or a missing token fails fast
     run = run_dir if isinstance(run_dir, RunData) else load_run(run_dir, cfg)
     run_dir = run.run_dir
     stats = compute_stats(run)
-    gates = apply_gates([(e.id, e.question) for e in run.examples], run.cfg)
-    examples = [e for e in run.examples if e.id not in gates.dropped]
-    quality = gates.summary
-    if run.cfg.quality.learnability:
-        examples, quality = _learnability_gate(examples, run.cfg, quality)
-    stats["quality"] = {**quality, "exported": len(examples)}
+    examples, stats["quality"] = read_gates(run_dir, run.examples)
     rows = view_rows(examples, source=f"rubricforge_{run.name}")
     return write_export(run_dir, rows, features(), stats, render_card, len(examples), push_to_hub, token)
-
-
-def _learnability_gate(examples: list[Example], cfg: Config,
-                       quality: dict[str, Any]) -> tuple[list[Example], dict[str, Any]]:
-    """Closed-book rubric scores (:mod:`rubricforge.rewards.learnability`): too-easy examples flagged, and
-    dropped when ``quality.drop_too_easy``."""
-    import asyncio
-
-    from rubricforge.rewards.learnability import learnability
-
-    q = cfg.quality
-    got = asyncio.run(learnability([(e.id, e.question, e.rubrics) for e in examples], cfg))
-    flagged = [{"id": i, "gate": "learnability", "method": "closed-book", "score": round(s, 4),
-                "dropped": q.drop_too_easy} for i in got.too_easy if (s := got.scores[i]) is not None]
-    kept = [e for e in examples if not (q.drop_too_easy and e.id in got.too_easy)]
-    dropped = sorted([*quality.get("dropped", []), *(f for f in flagged if f["dropped"])], key=lambda d: d["id"])
-    return kept, {**quality, "dropped": dropped, "learnability": {**got.summary(q.too_easy_threshold, q.drop_too_easy),
-                                                                 "flagged": flagged}}
 
 
 def write_export(run_dir: Path, rows: dict[str, list[dict[str, Any]]], feats: dict[str, Any], stats: dict[str, Any],

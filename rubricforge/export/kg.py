@@ -23,10 +23,11 @@ from typing import TYPE_CHECKING, Any
 from rubricforge.agent.prompt import agent_prompt, prompt_hash
 from rubricforge.export.convert import drtulu
 from rubricforge.export.convert.drb import flat_rubrics
-from rubricforge.export.run import read_config
+from rubricforge.export.run import read_config, read_gates
 from rubricforge.export.stats import _cost, _ratio
 from rubricforge.extras import needs
-from rubricforge.rundir import StageLog, read_json
+from rubricforge.io.files import read_json
+from rubricforge.io.stagelog import StageLog
 from rubricforge.schema import KGExample
 
 if TYPE_CHECKING:
@@ -144,21 +145,21 @@ def _empty_reason(counts: dict[str, Any], drops: dict[str, int]) -> str:
     return f"none of the {counts.get('questions', 0)} generated questions was retained: {said or 'see the viewer'}"
 
 
-def export_kg_dataset(run_dir: str | Path, cfg: Config | None = None,
-                      push_to_hub: str | None = None) -> dict[str, Any]:
-    """Write ``run_dir/dataset/`` for a KG run; returns ``{"path", "n_examples", "stats", "pushed_to"}``."""
+def export_kg_dataset(run_dir: str | Path, cfg: Config | None = None, push_to_hub: str | None = None,
+                      examples: list[KGExample] | None = None, token: str | None = None) -> dict[str, Any]:
+    """Write ``run_dir/dataset/`` for a KG run (``examples``: the run's, when the caller read them already; ``token``:
+    as for :func:`~rubricforge.export.dataset.export_dataset`); returns ``{"path", "n_examples", "stats",
+    "pushed_to"}``."""
     from rubricforge.export import hub
     from rubricforge.export.dataset import write_export
     from rubricforge.export.kg_card import render_kg_card
-    from rubricforge.pipelines.quality import apply_gates
 
     run_dir = Path(run_dir)
-    token = hub.check_push(push_to_hub) if push_to_hub is not None else None
+    if push_to_hub is not None and token is None:
+        token = hub.check_push(push_to_hub)
     cfg = cfg or read_config(run_dir)
-    examples = read_examples(run_dir)
+    examples = read_examples(run_dir) if examples is None else examples
     stats = kg_stats(run_dir, examples, cfg)
-    gates = apply_gates([(e.id, e.question) for e in examples], cfg)
-    examples = [e for e in examples if e.id not in gates.dropped]
-    stats["quality"] = {**gates.summary, "exported": len(examples)}
+    examples, stats["quality"] = read_gates(run_dir, examples)  # the job's gate stage ran (rubricforge.jobs.gates)
     rows = kg_view_rows(examples, source=f"rubricforge_{run_dir.resolve().name}")
     return write_export(run_dir, rows, kg_features(), stats, render_kg_card, len(examples), push_to_hub, token)

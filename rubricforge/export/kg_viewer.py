@@ -10,9 +10,10 @@ from typing import Any
 
 from rubricforge.export.kg import read_examples
 from rubricforge.export.run import read_config
-from rubricforge.export.viewer import VIEWER_FILE, PassageLookup, open_index, render_html
+from rubricforge.export.viewer import VIEWER_FILE, PassageLookup, open_passage_texts, render_html
 from rubricforge.errors import UserError
-from rubricforge.rundir import StageLog, atomic_write_text, read_json
+from rubricforge.io.files import atomic_write_text, read_json
+from rubricforge.io.stagelog import StageLog
 
 TEMPLATE = Path(__file__).with_name("viewer_kg_template.html")
 
@@ -54,7 +55,7 @@ def write_kg_viewer(run_dir: str | Path, passage_lookup: PassageLookup | None = 
     index = None
     if passage_lookup is None:
         manifest = read_json(run_dir / "manifest.json")
-        index, why = open_index(read_config(run_dir), (manifest.get("corpus") or {}).get("hash", ""))
+        index, why = open_passage_texts(read_config(run_dir), (manifest.get("corpus") or {}).get("hash", ""))
         passage_lookup = index.get if index is not None else None
         if why:
             notes.append(why)

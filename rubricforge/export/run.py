@@ -26,10 +26,14 @@ from pydantic import BaseModel, ValidationError
 
 from rubricforge.config import Config
 from rubricforge.errors import UserError
-from rubricforge.rundir import StageLog, read_json
-from rubricforge.schema import Candidate, EvidenceTree, Example, Verification
+from rubricforge.io.files import read_json
+from rubricforge.io.stagelog import StageLog
+from rubricforge.schema import Candidate, EvidenceTree, Example, KGExample, Verification
 
 M = TypeVar("M", bound=BaseModel)
+E = TypeVar("E", Example, KGExample)
+
+GATES_FILE = "quality.json"  # the quality gates' outcome (:mod:`rubricforge.jobs.gates`), what the export drops
 
 
 @dataclass
@@ -132,3 +136,18 @@ def _read(source: Path | StageLog[Any], field_name: str, model: type[M], rejects
             why = f"no '{field_name}' field" if isinstance(exc, KeyError) else f"{exc.error_count()} schema error(s)"
             rejects.append(f"{path.name} {record.get('key')}: {why}")
     return out
+
+
+def read_gates(run_dir: Path, examples: list[E]) -> tuple[list[E], dict[str, Any]]:
+    """The examples the quality gates kept, and their record for ``stats.json`` (``quality.json`` and the count
+    exported). No record: no gates ran, nothing is dropped (the card says so). A record that did not gate every
+    example (the run went on after it) is a UserError."""
+    path = run_dir / GATES_FILE
+    record = read_json(path, "delete it and run the build again (it resumes, gates and exports)")
+    gated = set(record.pop("gated", []))
+    if record and (missing := [e.id for e in examples if e.id not in gated]):
+        raise UserError(f"{path} gated {len(gated)} examples but not {len(missing)} of this run's (e.g. {missing[0]})",
+                        "run the build again: it resumes, gates every example and exports")
+    dropped = {d["id"] for d in record.get("dropped", [])}
+    kept = [e for e in examples if e.id not in dropped]
+    return kept, {**record, "exported": len(kept)}

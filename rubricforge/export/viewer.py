@@ -31,7 +31,7 @@ from rubricforge.config import Config
 from rubricforge.errors import UserError
 from rubricforge.export.run import RunData, load_run
 from rubricforge.export.stats import compute_stats
-from rubricforge.rundir import atomic_write_text
+from rubricforge.io.files import atomic_write_text
 from rubricforge.schema import Candidate, Example, Passage
 
 TEMPLATE = Path(__file__).with_name("viewer_template.html")
@@ -58,7 +58,7 @@ def write_viewer(run_dir: str | Path | RunData, passage_lookup: PassageLookup | 
     notes: list[str] = []
     index = None
     if passage_lookup is None:
-        index, why = open_index(run.cfg, run.corpus_hash())
+        index, why = open_passage_texts(run.cfg, run.corpus_hash())
         passage_lookup = index.get if index is not None else None
         if why:
             notes.append(why)
@@ -157,7 +157,7 @@ def _passages(run: RunData, trees: list[Any], candidates: list[Candidate], looku
     return out
 
 
-def open_index(cfg: Config, corpus_hash: str) -> tuple[Any, str | None]:
+def open_passage_texts(cfg: Config, corpus_hash: str) -> tuple[Any, str | None]:
     """The run's corpus index for passage texts, or None and the reason it cannot be used."""
     from rubricforge.corpora.index_store import CorpusIndex
 

@@ -1,7 +1,9 @@
 """Prefect flows and tasks that schedule the jobs (no logic of their own: how a run ends and what is retried is
 decided in :mod:`rubricforge.jobs`; the tree build's admission loop and finish are the job's,
-:func:`rubricforge.jobs.tree.run_stages`, with one Prefect task per tree). They import :mod:`rubricforge.jobs`,
-never the pipelines; the index flow runs the stages of :mod:`rubricforge.corpora.indexing`.
+:func:`rubricforge.jobs.tree.run_stages`, with one Prefect task per tree). Of the package they import
+:mod:`rubricforge.jobs` (the index flow's stages too: :mod:`rubricforge.jobs.corpus`) and what sits below every
+layer (config, errors, extras); the one exception is :mod:`.limits`, the Prefect implementation of the LLM
+client's limit registry (:mod:`rubricforge.llm.limits`).
 
 * :func:`rubricforge.flows.corpus.index_corpus` — load -> chunk -> embed -> index.
 * :func:`rubricforge.flows.tree.build_dataset` — seed topics -> evidence trees -> synthesis -> rule

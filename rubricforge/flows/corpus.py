@@ -1,7 +1,7 @@
 """The ``index_corpus`` flow: load -> chunk (the passage store) -> embed -> index -> meta.json.
 
 Each stage is a task that reuses its previous output when its key is unchanged (see
-:mod:`rubricforge.corpora.indexing`), so a re-run after a crash resumes: the store when complete, the
+:mod:`rubricforge.jobs.corpus`), so a re-run after a crash resumes: the store when complete, the
 embedding per shard, the index when built.
 """
 
@@ -10,9 +10,9 @@ from __future__ import annotations
 import time
 
 from rubricforge.config import Config, load_config
-from rubricforge.corpora.indexing import IndexInfo, index_ready
 from rubricforge.extras import needs
 from rubricforge.flows import tasks
+from rubricforge.jobs.corpus import IndexInfo, index_ready
 
 with needs("flows"):
     from prefect import flow

@@ -12,7 +12,7 @@ from __future__ import annotations
 from rubricforge.config import Config, load_config
 from rubricforge.extras import needs
 from rubricforge.flows.tasks import retry_condition
-from rubricforge.jobs.base import JobResult, check_push
+from rubricforge.jobs.base import BUILD_ROLES, JobResult, preflight
 from rubricforge.jobs.kg import KGSummary, export_kg_run, kg_config, run_kg
 
 with needs("flows"):
@@ -43,7 +43,9 @@ def build_kg_dataset(config_path: str | None = None, overrides: list[str] | None
         progress: Show the KG progress bar (the CLI's terminal).
         config: A resolved config, used instead of ``config_path`` and ``overrides`` (the CLI passes its own).
     """
-    cfg = kg_config(config if config is not None else load_config(config_path, overrides))
-    check_push(push_to_hub)
+    if config is None:  # a deployment's: the job's preflight (the CLI ran it before Prefect's server started)
+        config = load_config(config_path, overrides)
+        preflight(config, BUILD_ROLES, kg_config(config).run_dir, push_to_hub)
+    cfg = kg_config(config)
     retried = stages.with_options(retries=cfg.runner.task_retries)
     return export(cfg, retried(cfg, progress), push_to_hub)

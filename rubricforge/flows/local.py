@@ -13,9 +13,9 @@ import uuid
 from pathlib import Path
 
 from rubricforge.config import Config
-from rubricforge.corpora.indexing import IndexInfo
 from rubricforge.flows.session import prefect_api, route_logs
 from rubricforge.jobs.base import BUILD_ROLES, JobResult, on_driver, preflight
+from rubricforge.jobs.corpus import IndexInfo
 
 
 def build(cfg: Config, push_to_hub: str | None = None, progress: bool = True, verbose: bool = False) -> JobResult:

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from rubricforge.config import Config
-from rubricforge.corpora import indexing as corpus
-from rubricforge.corpora.indexing import IndexInfo
 from rubricforge.extras import needs
+from rubricforge.jobs import corpus
 from rubricforge.jobs.base import JobResult, retryable
-from rubricforge.jobs.tree import BuildPlan, BuildSummary, Seed, export_run, finish_build, prepare_build
+from rubricforge.jobs.corpus import IndexInfo
+from rubricforge.jobs.tree import BuildPlan, BuildSummary, Seed, StageLog, export_run, finish_build, prepare_build
 
 with needs("flows"):
     from prefect import task
@@ -29,20 +29,17 @@ with needs("flows"):
 
 @task(name="load-and-chunk", cache_policy=NO_CACHE)
 def store(cfg: Config, progress: bool) -> dict[str, Any]:
-    with corpus.StageBar(progress) as bar:
-        return corpus.store_stage(cfg, bar)
+    return corpus.store(cfg, progress)
 
 
 @task(name="embed", cache_policy=NO_CACHE)
 def embed(cfg: Config, stored: dict[str, Any], progress: bool) -> dict[str, Any]:
-    with corpus.StageBar(progress) as bar:
-        return corpus.embed_stage(cfg, stored, bar)
+    return corpus.embed(cfg, stored, progress)
 
 
 @task(name="index", cache_policy=NO_CACHE)
 def index(cfg: Config, stored: dict[str, Any], embedded: dict[str, Any], progress: bool) -> dict[str, Any]:
-    with corpus.StageBar(progress) as bar:
-        return corpus.index_stage(cfg, stored, embedded, bar)
+    return corpus.index(cfg, stored, embedded, progress)
 
 
 @task(name="write-meta", cache_policy=NO_CACHE)
@@ -56,7 +53,11 @@ def meta(cfg: Config, stored: dict[str, Any], embedded: dict[str, Any], indexed:
 
 @task(name="prepare", cache_policy=NO_CACHE)
 def prepare(cfg: Config, invocation: str | None) -> BuildPlan:
-    return prepare_build(cfg, invocation=invocation)
+    """The plan of ``invocation``, from the index of this process's worker of it (opened once: the tree tasks on a
+    thread runner use it too); None: a plan for no trees (the export alone), from an index opened for it."""
+    from rubricforge.flows.workers import worker_for
+
+    return prepare_build(cfg, None if invocation is None else worker_for(cfg, invocation).index, invocation)
 
 
 @task(name="tree", task_run_name="tree-{seed.index:04d}")
@@ -87,5 +88,6 @@ def finish(cfg: Config, plan: BuildPlan, status: str) -> BuildSummary:
 
 
 @task(name="export", cache_policy=NO_CACHE)
-def export(cfg: Config, summary: BuildSummary, push_to_hub: str | None) -> JobResult:
-    return export_run(cfg, summary, push_to_hub)
+def export(cfg: Config, summary: BuildSummary, push_to_hub: str | None,
+           logs: dict[str, StageLog[Any]] | None = None) -> JobResult:
+    return export_run(cfg, summary, push_to_hub, logs)

@@ -15,7 +15,9 @@ finished item stays in the run directory and the same flow resumes from it.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Sequence
+from typing import Any
 from concurrent.futures import ThreadPoolExecutor
 
 from rubricforge.config import Config, load_config
@@ -26,8 +28,9 @@ from rubricforge.flows.corpus import ensure_index
 from rubricforge.flows.limits import ensure_limits, shared
 from rubricforge.flows.runners import task_runner
 from rubricforge.flows.workers import release
-from rubricforge.jobs.base import JobResult, check_push, on_driver, partial_export
-from rubricforge.jobs.tree import STAGES, BuildPlan, BuildSummary, Seed, TreeFailed, export_run, run_stages
+from rubricforge.jobs.base import BUILD_ROLES, JobResult, on_driver, partial_export, preflight
+from rubricforge.jobs.tree import (STAGES, BuildPlan, BuildSummary, Seed, StageLog, TreeFailed, export_run,
+                                   run_stages)
 
 with needs("flows"):
     from prefect import flow
@@ -39,7 +42,7 @@ class PrefectTrees:
     failed is a :class:`~rubricforge.jobs.tree.TreeFailed` (a budget stop stops the run); the first configuration
     mistake among them is :attr:`mistake`, what the run ends with."""
 
-    logs = None  # the workers write shards: the finish reads them
+    logs = None  # the workers write shards: run_stages reads them once, for the finish and the export
 
     def __init__(self, cfg: Config, invocation: str):
         self.cfg, self.invocation, self.task = cfg, invocation, tasks.tree_task(cfg)
@@ -70,33 +73,39 @@ class PrefectTrees:
 
 
 @flow(name="trees")
-def trees(cfg: Config, plan: BuildPlan, stages: list[str]) -> BuildSummary:
-    """The seeds' trees through ``stages``, one task per tree, as many and as concurrently as
-    :class:`~rubricforge.pipelines.tree.run.TreeQuota` allows, then the finish."""
+def trees(cfg: Config, plan: BuildPlan, stages: list[str]) -> tuple[BuildSummary, dict[str, StageLog[Any]]]:
+    """The seeds' trees through ``stages``, one task per tree, as many and as concurrently as the job's admission
+    loop allows, then the finish: the summary and the stage logs, read once."""
     if shared(cfg):
         ensure_limits(cfg)
     runner = PrefectTrees(cfg, plan.invocation)
     try:
-        return asyncio.run(run_stages(cfg, plan, runner, stages))[0]
+        return asyncio.run(run_stages(cfg, plan, runner, stages))
     except ItemsFailed:
         if runner.mistake is not None:  # a configuration mistake in a tree: the CLI's exit 2, not a run to retry
             raise runner.mistake from None
         raise
 
 
-def stage_flow(cfg: Config, stages: list[str], invocation: str | None) -> BuildSummary:
+def stage_flow(cfg: Config, stages: list[str], invocation: str | None
+               ) -> tuple[BuildSummary, dict[str, StageLog[Any]]]:
     """The index (if missing) -> prepare -> the ``trees`` subflow on the configured runner (with the finish); a
     failed tree ends the run with :class:`~rubricforge.errors.ItemsFailed` naming it, or with the UserError of a
     configuration mistake."""
     ensure_index(cfg)
-    plan = tasks.prepare(cfg, invocation)
+    plan = tasks.prepare(cfg, invocation or uuid.uuid4().hex[:12])
     return trees.with_options(task_runner=task_runner(cfg.runner))(cfg, plan, stages)
 
 
-def resolve(config: Config | None, config_path: str | None, overrides: list[str] | None) -> Config:
-    """The flow's config: ``config`` as given (the CLI's, already resolved), else loaded from the file and
-    overrides (a deployment's); its paths made absolute here, on the driver."""
-    return on_driver(config if config is not None else load_config(config_path, overrides))
+def resolve(config: Config | None, config_path: str | None, overrides: list[str] | None,
+            push_to_hub: str | None = None) -> Config:
+    """The flow's config: ``config`` as given (the CLI's, resolved, after the job's preflight ran before Prefect's
+    server started), else loaded from the file and overrides (a deployment's) and checked by the job's preflight
+    here; so a push is checked once. Its paths made absolute here, on the driver."""
+    if config is None:
+        config = load_config(config_path, overrides)
+        preflight(config, BUILD_ROLES, config.run_dir, push_to_hub)
+    return on_driver(config)
 
 
 @flow(name="build_dataset")
@@ -112,39 +121,37 @@ def build_dataset(config_path: str | None = None, overrides: list[str] | None = 
         invocation: An id for this run's ledger files (the CLI's progress bar reads them); default: a new one.
         config: A resolved config, used instead of ``config_path`` and ``overrides`` (the CLI passes its own).
     """
-    cfg = resolve(config, config_path, overrides)
-    check_push(push_to_hub)
+    cfg = resolve(config, config_path, overrides, push_to_hub)
     with partial_export(lambda: export_run(cfg, None)):  # a failed run's finished rows, marked partial
-        summary = stage_flow(cfg, list(STAGES), invocation)
-    return tasks.export(cfg, summary, push_to_hub)
+        summary, logs = stage_flow(cfg, list(STAGES), invocation)
+    return tasks.export(cfg, summary, push_to_hub, logs)
 
 
 @flow(name="build_trees")
 def build_trees(config_path: str | None = None, overrides: list[str] | None = None,
                 invocation: str | None = None, config: Config | None = None) -> BuildSummary:
     """Stage 1 alone: the evidence trees."""
-    return stage_flow(resolve(config, config_path, overrides), ["trees"], invocation)
+    return stage_flow(resolve(config, config_path, overrides), ["trees"], invocation)[0]
 
 
 @flow(name="synthesize")
 def synthesize(config_path: str | None = None, overrides: list[str] | None = None,
                invocation: str | None = None, config: Config | None = None) -> BuildSummary:
     """Stage 2 alone: questions and rubrics from finished trees, rule-checked."""
-    return stage_flow(resolve(config, config_path, overrides), ["candidates"], invocation)
+    return stage_flow(resolve(config, config_path, overrides), ["candidates"], invocation)[0]
 
 
 @flow(name="verify")
 def verify(config_path: str | None = None, overrides: list[str] | None = None,
            invocation: str | None = None, config: Config | None = None) -> BuildSummary:
     """Stage 3 alone: the verifier's KEEP / REVISE / DROP for finished candidates."""
-    return stage_flow(resolve(config, config_path, overrides), ["verdicts"], invocation)
+    return stage_flow(resolve(config, config_path, overrides), ["verdicts"], invocation)[0]
 
 
 @flow(name="export_dataset")
 def export_dataset(config_path: str | None = None, overrides: list[str] | None = None,
                    push_to_hub: str | None = None, config: Config | None = None) -> JobResult:
     """The export alone: dataset and viewer from what the run directory holds."""
-    cfg = resolve(config, config_path, overrides)
-    check_push(push_to_hub)
+    cfg = resolve(config, config_path, overrides, push_to_hub)
     plan = tasks.prepare(cfg, None)
     return tasks.export(cfg, tasks.finish(cfg, plan, "complete"), push_to_hub)

@@ -118,32 +118,34 @@ def on_driver(cfg: Config) -> Config:
                                       for name in ("cache_path", "model_dir", "replay_path", "record_path")})})
 
 
-def check_push(push_to_hub: str | None) -> None:
-    """A bad Hub id or a missing token fails now, not after the whole run."""
-    from rubricforge.export.hub import check_push as check
-
-    if push_to_hub is not None:
-        check(push_to_hub)
-
-
 BUILD_ROLES = ("generator", "verifier")  # the LLM roles the tree and KG builds call
 
 
 def preflight(cfg: Config, roles: Sequence[str], run_dir: str, push_to_hub: str | None = None) -> None:
-    """A job's configuration mistakes end here, before any work (a UserError): the Hub repo and token, the run
-    directory, a mistyped index folder, the LLM ``roles`` (cache path, keys, models, api_base;
-    :func:`rubricforge.llm.check.preflight`). ``cfg`` as the user gave it (not yet :func:`on_driver`'s)."""
-    from rubricforge.llm.check import preflight as check_roles
-    from rubricforge.rundir import check_writable_dir
+    """A job's configuration mistakes end here, before any work (a UserError): the Hub repo and token (the one
+    check of a push: the job's export then only reads the token, :func:`push_token`), the run directory, a
+    mistyped index folder, the LLM ``roles`` (cache path, keys, models, api_base;
+    :func:`rubricforge.llm.check.preflight_roles`). ``cfg`` as the user gave it (not yet :func:`on_driver`'s)."""
+    from rubricforge.export.hub import check_push
+    from rubricforge.io.files import check_writable_dir
+    from rubricforge.llm.check import preflight_roles
 
-    check_push(push_to_hub)
+    if push_to_hub is not None:
+        check_push(push_to_hub)
     check_writable_dir(run_dir, "run directory", "--run-dir (or --set run_dir=...)")
     index_dir = cfg.tools.index_dir
     if index_dir and cfg.corpus.source == "default" and not Path(index_dir).exists():
         raise UserError(f"tools.index_dir {index_dir} does not exist (and corpus.source is the default corpus)",
                         "fix the path, or build an index there first: rubricforge corpus build --out "
                         f"{index_dir} [--source ... --path ...]")
-    check_roles(cfg.llm, list(roles))
+    preflight_roles(cfg.llm, list(roles))
+
+
+def push_token(push_to_hub: str | None) -> str | None:
+    """The Hub token of a push the job's :func:`preflight` checked (None: no push), for the export."""
+    from rubricforge.export.hub import hub_token
+
+    return hub_token() if push_to_hub is not None else None
 
 
 # ---------------------------------------------------------------- how a job ends

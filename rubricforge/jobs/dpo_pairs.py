@@ -25,12 +25,14 @@ from typing import Any
 
 from rubricforge.agent.tasks import training_rows
 from rubricforge.config import Config
-from rubricforge.corpora.rejects import Rejects
+from rubricforge.io.rejects import Rejects
 from rubricforge.extras import needs
 from rubricforge.jobs.base import JobResult, job_result, status_of
 from rubricforge.jobs.reward_score import default_out, score_responses
-from rubricforge.rewards.inputs import load_responses
-from rubricforge.rundir import RunDir, StageLog, atomic_write_json, atomic_write_text, now
+from rubricforge.rewards.responses import load_responses
+from rubricforge.io.files import atomic_write_json, atomic_write_text
+from rubricforge.io.stagelog import StageLog
+from rubricforge.rundir import RunDir, now
 
 
 @dataclass

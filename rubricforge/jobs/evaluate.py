@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rubricforge.config import Config
-from rubricforge.corpora.rejects import Rejects
+from rubricforge.io.rejects import Rejects
 from rubricforge.errors import UserError
 from rubricforge.evaluation import report as html
 from rubricforge.evaluation import presets, scorers, stats
@@ -42,7 +42,9 @@ from rubricforge.evaluation.citations import summarise as fact_summary
 from rubricforge.evaluation.tasks import digest, load_reports, load_tasks, report_text, scorers_for
 from rubricforge.jobs.base import JobResult, job_result
 from rubricforge.jobs.items import ItemJob, ItemStats
-from rubricforge.rundir import RunDir, StageLog, atomic_write_json, atomic_write_text
+from rubricforge.io.files import atomic_write_json, atomic_write_text
+from rubricforge.io.stagelog import StageLog
+from rubricforge.rundir import RunDir
 
 if TYPE_CHECKING:
     from rubricforge.evaluation.agents import AgentConfig, Runner

@@ -2,7 +2,7 @@
 key per item, ``async process(item)`` returning the item's record, and the settings its records depend on.
 
 :meth:`ItemJob.arun` owns what every such job repeated: it skips items whose key already has a finished
-record in the job's keyed :class:`~rubricforge.rundir.StageLog`, refuses to mix records made under other
+record in the job's keyed :class:`~rubricforge.io.stagelog.StageLog`, refuses to mix records made under other
 settings with new ones (a UserError, exit 2), runs the rest at most ``concurrency`` at a time under one
 LLM client and one progress bar, appends each item's record as soon as it is made (an item whose
 ``process`` raised is not recorded, so a re-run does it again), cancels the rest when one item raises,
@@ -10,8 +10,8 @@ stops on a spent LLM budget with what is finished kept, and closes the client ho
 carry the job's status by the one ending rule (:mod:`rubricforge.jobs.base`): ``stopped: <why>`` after a budget
 stop, ``incomplete: <n> of <m> ...`` when items are left without a finished record (unscored, failed; the job
 writes its output as usual and the CLI exits non-zero), else ``complete``. An item done again replaces its
-record: the log holds one line per item after the run (:meth:`~rubricforge.rundir.StageLog.compact`). Before
-any of that it runs the preflight of the LLM ``roles`` it calls (:func:`~rubricforge.llm.check.preflight`: keys,
+record: the log holds one line per item after the run (:meth:`~rubricforge.io.stagelog.StageLog.compact`). Before
+any of that it runs the preflight of the LLM ``roles`` it calls (:func:`~rubricforge.llm.check.preflight_roles`: keys,
 models, servers). A job given a
 :class:`~rubricforge.rundir.RunDir` (``run``) also gets its manifest there: ``config.yaml`` (``cfg``), the
 invocation with its status (``running``, then how it ended), :meth:`ItemJob.manifest_fields` (settings,
@@ -28,7 +28,10 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from rubricforge.errors import UserError
 from rubricforge.jobs.base import ending, incomplete
-from rubricforge.rundir import RunDir, StageBar, StageLog, atomic_write_json, now, read_json
+from rubricforge.io.files import atomic_write_json, read_json
+from rubricforge.io.progress import StageBar
+from rubricforge.io.stagelog import StageLog
+from rubricforge.rundir import RunDir, now
 
 if TYPE_CHECKING:
     from rubricforge.config import Config, LLMConfig
@@ -123,9 +126,9 @@ to build on the job's client before the first item and release after the last.""
 
     async def arun(self, items: Sequence[T], progress: bool = True) -> ItemStats:
         from rubricforge.llm import LLMClient
-        from rubricforge.llm.check import apreflight
+        from rubricforge.llm.check import apreflight_roles
 
-        await apreflight(self.llm, list(self.roles))
+        await apreflight_roles(self.llm, list(self.roles))
         self.check_settings()
         keys = {self.key(item) for item in items}
         todo = self.pending(items)

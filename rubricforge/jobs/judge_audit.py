@@ -33,7 +33,9 @@ from rubricforge.evaluation.labels import LabelledReport, load_labels
 from rubricforge.evaluation.stats import balanced_accuracy
 from rubricforge.jobs.base import JobResult, incomplete, job_result
 from rubricforge.jobs.items import ItemJob, ItemStats
-from rubricforge.rundir import RunDir, StageLog, atomic_write_json
+from rubricforge.io.files import atomic_write_json
+from rubricforge.io.stagelog import StageLog
+from rubricforge.rundir import RunDir
 
 if TYPE_CHECKING:
     from rubricforge.llm import LLMClient

@@ -12,9 +12,11 @@ manifest saying so (``failed: ...``) and raise. Finished work is kept either way
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 from rubricforge.config import Config
-from rubricforge.jobs.base import BUILD_ROLES, JobResult, ending, exported, on_driver, preflight
+from rubricforge.jobs.base import BUILD_ROLES, JobResult, ending, exported, on_driver, preflight, push_token
+from rubricforge.jobs.gates import run_gates
 from rubricforge.pipelines.kg.run import PIPELINE, KGRun, KGSummary
 from rubricforge.rundir import RunDir
 
@@ -50,9 +52,12 @@ async def _run_kg(cfg: Config, progress: bool) -> KGSummary:
 
 
 def export_kg_run(cfg: Config, summary: KGSummary, push_to_hub: str | None = None) -> JobResult:
-    """Export the KG stages' output in ``summary.run_dir`` and write the subgraph viewer."""
-    from rubricforge.export.kg import export_kg_dataset
+    """The quality gates (:func:`~rubricforge.jobs.gates.run_gates`), then the export of the KG stages' output in
+    ``summary.run_dir`` and the subgraph viewer (a push was checked by the job's preflight)."""
+    from rubricforge.export.kg import export_kg_dataset, read_examples
     from rubricforge.export.kg_viewer import write_kg_viewer
 
-    export = export_kg_dataset(summary.run_dir, cfg, push_to_hub=push_to_hub)
+    examples = read_examples(Path(summary.run_dir))
+    run_gates(cfg, RunDir(summary.run_dir, PIPELINE), [(e.id, e.question, []) for e in examples])
+    export = export_kg_dataset(summary.run_dir, cfg, push_to_hub, examples, push_token(push_to_hub))
     return exported(RunDir(summary.run_dir, PIPELINE), summary, export, write_kg_viewer(summary.run_dir))

@@ -51,7 +51,9 @@ from rubricforge.jobs.items import ItemJob
 from rubricforge.pipelines.prompting import prompt_hashes, render
 from rubricforge.rubric_gen.race import generate_race_rubrics
 from rubricforge.rubric_gen.rubric_sets import read_race_file
-from rubricforge.rundir import RunDir, StageLog, atomic_write_text
+from rubricforge.io.files import atomic_write_text
+from rubricforge.io.stagelog import StageLog
+from rubricforge.rundir import RunDir
 from rubricforge.schema import RaceRubrics
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""`rubricforge reward audit` on the item-job base: each response judged ``repeats`` times by the judge, once by
+"""`rubricforge judge agreement` on the item-job base: each response judged ``repeats`` times by the judge, once by
 a second judge and once in the batched mode (:func:`rubricforge.rewards.audit.audit_response`), its record
 appended as soon as it is made to ``audit.jsonl`` in the run directory ``<responses>.audit.run/`` (keyed by
 response; a re-run judges only the responses left, and refuses other judges or repeats), with the run's record
@@ -16,13 +16,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rubricforge.config import Config
-from rubricforge.corpora.rejects import Rejects
+from rubricforge.io.rejects import Rejects
 from rubricforge.jobs.base import JobResult, job_result
 from rubricforge.jobs.items import ItemJob
-from rubricforge.rewards.audit import audit_response, summarise
-from rubricforge.rewards.inputs import Response, load_examples, load_responses
+from rubricforge.rewards.audit import audit_response, summarise_agreement
+from rubricforge.io.datasets import load_examples
+from rubricforge.rewards.responses import Response, load_responses
 from rubricforge.rewards.judging import Judge
-from rubricforge.rundir import RunDir, atomic_write_text
+from rubricforge.io.files import atomic_write_text
+from rubricforge.rundir import RunDir
 
 if TYPE_CHECKING:
     from rubricforge.llm import LLMClient
@@ -38,7 +40,7 @@ def audit_rewards(cfg: Config, dataset: str | Path, responses: str | Path, repea
     job = _AuditJob(cfg, examples, repeats, second_role, run)
     job.inputs = {"dataset": str(Path(dataset).resolve()), "responses": str(Path(responses).resolve())}
     stats = asyncio.run(job.arun(todo, progress))
-    report = summarise(job.models["judge"], job.models["second_judge"], repeats,
+    report = summarise_agreement(job.models["judge"], job.models["second_judge"], repeats,
                        [job.log[r.key] for r in todo if r.key in job.log], job.unscored())
     report.status, report.out = stats.status, str(out or run / "report.json")
     atomic_write_text(report.out, json.dumps(asdict(report), indent=2) + "\n")

@@ -26,17 +26,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rubricforge.config import Config
-from rubricforge.corpora.rejects import Rejects
+from rubricforge.io.rejects import Rejects
 from rubricforge.errors import UserError
 from rubricforge.evaluation.stats import bootstrap_ci
 from rubricforge.export.convert import to_rubricforge_rows
 from rubricforge.jobs.base import JobResult, job_result
 from rubricforge.jobs.reward_score import RewardItemJob
 from rubricforge.rewards import probes as P
-from rubricforge.rewards.inputs import Response, load_examples, load_responses
+from rubricforge.io.datasets import load_examples
+from rubricforge.rewards.responses import Response, load_responses
 from rubricforge.rewards.registry import columns
 from rubricforge.rewards.scorer import RewardScorer, Rollout, check_columns, check_rubrics
-from rubricforge.rundir import RunDir, atomic_write_json
+from rubricforge.io.files import atomic_write_json
+from rubricforge.rundir import RunDir
 
 if TYPE_CHECKING:
     from rubricforge.llm import LLMClient
@@ -121,7 +123,7 @@ def probe_rewards(cfg: Config, dataset: str | Path, responses: str | Path | None
         announce(estimate(cfg, names, items))
     stats = asyncio.run(job.arun(items, progress))
     records = {item.key: job.log[item.key] for item in items if item.key in job.log}
-    summary = ProbeSummary(str(run / "report.json"), len(honest), threshold, summarise(names, items, records),
+    summary = ProbeSummary(str(run / "report.json"), len(honest), threshold, summarise_probes(names, items, records),
                            judge=job.judge_counts(), status=stats.status)
     summary.failed = [f"{reward}/{probe}" for reward, by_probe in summary.results.items()
                       for probe, got in by_probe.items() if got["share"] is not None and got["share"] > threshold]
@@ -156,7 +158,7 @@ class _ProbeJob(RewardItemJob[Item]):
                 "completion": None if item.probe == HONEST else item.variant.completion, "rewards": got}
 
 
-def summarise(names: Sequence[str], items: Sequence[Item], records: Mapping[str, dict[str, Any]]
+def summarise_probes(names: Sequence[str], items: Sequence[Item], records: Mapping[str, dict[str, Any]]
               ) -> dict[str, dict[str, dict[str, Any]]]:
     """Per reward and probe: over the items where both the honest response and the variant are scored, the share
     the variant wins (:func:`~rubricforge.rewards.probes.wins`) with its 95 % bootstrap CI, the share it strictly

@@ -24,13 +24,16 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from rubricforge.config import Config
 from rubricforge.errors import UserError
-from rubricforge.corpora.rejects import Rejects
+from rubricforge.io.rejects import Rejects
 from rubricforge.export.convert import to_rubricforge_rows
 from rubricforge.jobs.base import JobResult, job_result
 from rubricforge.jobs.items import ItemJob
-from rubricforge.rewards.inputs import Response, load_examples, load_responses
+from rubricforge.io.datasets import load_examples
+from rubricforge.rewards.responses import Response, load_responses
 from rubricforge.rewards.scorer import RewardScorer, Rollout, check_columns, check_rubrics
-from rubricforge.rundir import RunDir, StageLog, atomic_write_json
+from rubricforge.io.files import atomic_write_json
+from rubricforge.io.stagelog import StageLog
+from rubricforge.rundir import RunDir
 
 if TYPE_CHECKING:
     from rubricforge.llm import LLMClient

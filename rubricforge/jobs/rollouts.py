@@ -36,7 +36,8 @@ from rubricforge.config import Config
 from rubricforge.errors import UserError
 from rubricforge.jobs.base import JobResult, job_result
 from rubricforge.jobs.items import ItemJob, ItemStats
-from rubricforge.rundir import RunDir, StageLog
+from rubricforge.io.stagelog import StageLog
+from rubricforge.rundir import RunDir
 
 if TYPE_CHECKING:
     from rubricforge.corpora.tools import ToolBox

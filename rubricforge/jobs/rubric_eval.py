@@ -50,7 +50,9 @@ from rubricforge.rewards.deeprubric.rubric_reward import criteria_from
 from rubricforge.rubric_gen.pref_rubrics import generate_rubrics
 from rubricforge.rubric_gen.race import generate_race_rubrics
 from rubricforge.rubric_gen.rubric_sets import GENERAL_RUBRIC, race_criteria, read_race_file
-from rubricforge.rundir import RunDir, StageLog, atomic_write_json, atomic_write_text
+from rubricforge.io.files import atomic_write_json, atomic_write_text
+from rubricforge.io.stagelog import StageLog
+from rubricforge.rundir import RunDir
 from rubricforge.schema import Criterion, PreferencePair
 
 if TYPE_CHECKING:
@@ -173,7 +175,7 @@ class RubricMaker:
 
 
 def _tree_rubrics(dataset: str | Path) -> dict[str, list[Criterion]]:
-    from rubricforge.rewards.inputs import load_examples
+    from rubricforge.io.datasets import load_examples
 
     out = {}
     for row in load_examples(dataset).values():
@@ -182,7 +184,7 @@ def _tree_rubrics(dataset: str | Path) -> dict[str, list[Criterion]]:
     return out
 
 
-def evaluate(cfg: Config, pairs_file: str | Path, sources: Sequence[str], split: str | None = None,
+def evaluate_rubrics(cfg: Config, pairs_file: str | Path, sources: Sequence[str], split: str | None = None,
              race_file: str | Path | None = None, dataset: str | Path | None = None, n_boot: int = 1000,
              progress: bool = True) -> JobResult:
     """Score ``pairs_file`` with each rubric source into ``<run_dir>/rubric-eval/`` (the payload:

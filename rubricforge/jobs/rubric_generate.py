@@ -22,9 +22,11 @@ from rubricforge.config import Config
 from rubricforge.errors import UserError
 from rubricforge.jobs.base import JobResult, job_result
 from rubricforge.jobs.items import ItemJob
-from rubricforge.rewards.inputs import load_examples
+from rubricforge.io.datasets import load_examples
 from rubricforge.rubric_gen.pref_rubrics import generate_rubrics
-from rubricforge.rundir import RunDir, StageLog, atomic_write_text
+from rubricforge.io.files import atomic_write_text
+from rubricforge.io.stagelog import StageLog
+from rubricforge.rundir import RunDir
 
 if TYPE_CHECKING:
     from rubricforge.llm import LLMClient

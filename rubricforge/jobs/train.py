@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING, Any
 
 from rubricforge.config import Config
 from rubricforge.jobs.base import JobResult, ending, job_result
-from rubricforge.rundir import RunDir, atomic_write_json, now
+from rubricforge.io.files import atomic_write_json
+from rubricforge.rundir import RunDir, now
 from rubricforge.text import fmt
 
 if TYPE_CHECKING:

@@ -17,16 +17,19 @@ from typing import Any, Protocol
 
 from rubricforge.config import Config
 from rubricforge.errors import ItemsFailed
+from rubricforge.jobs.gates import run_gates
 from rubricforge.jobs.base import (BUILD_ROLES, JobResult, ending, exported, on_driver, partial_export, preflight,
-                                   retryable)
+                                   push_token, retryable)
 from rubricforge.llm.errors import Unavailable
 from rubricforge.pipelines.tree.run import (PIPELINE, STAGES, BuildPlan, BuildSummary, TreeWorker, finish_build,
-                                            prepare_build, progress_label, run_trees, tree_id_for, tree_ids)
+                                            prepare_build, progress_label, run_trees, stage_logs, tree_id_for,
+                                            tree_ids)
 from rubricforge.pipelines.tree.seeds import Seed
-from rubricforge.rundir import RunDir, StageLog
+from rubricforge.io.stagelog import StageLog
+from rubricforge.rundir import RunDir
 from rubricforge.text import one_line
 
-__all__ = ["STAGES", "BuildPlan", "BuildSummary", "Seed", "TreeFailed", "TreeWorker", "Trees", "build_dataset",
+__all__ = ["STAGES", "BuildPlan", "BuildSummary", "Seed", "StageLog", "TreeFailed", "TreeWorker", "Trees", "build_dataset",
            "export_run", "finish_build", "prepare_build", "run_build", "run_stages", "watch"]
 
 
@@ -58,9 +61,7 @@ async def _run_build(cfg: Config, progress: bool) -> tuple[BuildSummary, dict[st
         plan = prepare_build(cfg, index)
         worker = TreeWorker(cfg, plan.invocation, index=index)
         with watch(cfg, plan.invocation, len(plan.seeds), progress):
-            summary, logs = await run_stages(cfg, plan, worker)
-    assert logs is not None  # a worker in this process keeps them
-    return summary, logs
+            return await run_stages(cfg, plan, worker)
 
 
 def watch(cfg: Config, invocation: str, trees: int, enabled: bool) -> contextlib.AbstractContextManager[None]:
@@ -74,7 +75,7 @@ class Trees(Protocol):
 
     @property
     def logs(self) -> dict[str, StageLog[Any]] | None:
-        """The stage logs in memory; None: the finish reads them (and the workers' shards)."""
+        """The stage logs in memory; None: :func:`run_stages` reads them once (and the workers' shards)."""
 
     async def run(self, seed: Seed, stages: Sequence[str] = STAGES) -> bool: ...
 
@@ -93,29 +94,38 @@ class TreeFailed(Unavailable):
 
 
 async def run_stages(cfg: Config, plan: BuildPlan, trees: Trees, stages: Sequence[str] = STAGES
-                     ) -> tuple[BuildSummary, dict[str, StageLog[Any]] | None]:
+                     ) -> tuple[BuildSummary, dict[str, StageLog[Any]]]:
     """The plan's trees through ``stages`` by ``trees``, admitted by the one loop, then the finish: the summary
-    and the stage logs in memory (if any). A budget stop ends the run ``stopped: <why>``; trees that failed end
-    it with ItemsFailed naming them, every other item kept."""
+    and the stage logs (the workers' in memory, or read once here with their shards, for the finish and the
+    export). A budget stop ends the run ``stopped: <why>``; trees that failed end it with ItemsFailed naming
+    them, every other item kept."""
     run_dir, failures = RunDir(plan.run_dir, PIPELINE), list[str]()
     try:
         with ending(run_dir, plan.invocation) as outcome:
             failures = await run_trees(lambda seed: trees.run(seed, stages), plan.seeds, cfg, stages)
     finally:
         await trees.aclose()
+    logs = trees.logs if trees.logs is not None else stage_logs(run_dir)
     if failures:  # trees whose LLM calls kept failing: every other item is kept, a re-run redoes just these
-        finish_build(cfg, plan, f"failed: {ItemsFailed(failures)}", trees.logs)
+        finish_build(cfg, plan, f"failed: {ItemsFailed(failures)}", logs)
         raise ItemsFailed(failures)
-    return finish_build(cfg, plan, outcome.status, trees.logs), trees.logs
+    return finish_build(cfg, plan, outcome.status, logs), logs
 
 
 def export_run(cfg: Config, summary: BuildSummary | None, push_to_hub: str | None = None,
                logs: dict[str, StageLog[Any]] | None = None) -> JobResult:
-    """Export the stages' output in ``cfg.run_dir`` and write the viewer (``summary``: None for the partial
-    export of a failed run; ``logs``: the stage logs already in memory, else read from the run directory)."""
+    """The quality gates (:func:`~rubricforge.jobs.gates.run_gates`, their LLM calls in the run's ledger), then
+    the export of the stages' output in ``cfg.run_dir`` and the viewer (``summary``: None for the partial export
+    of a failed run; ``logs``: the stage logs already in memory, else read from the run directory). A push was
+    checked by the job's preflight."""
     from rubricforge.export import export_dataset, write_viewer
     from rubricforge.export.run import load_run
 
     run = load_run(cfg.run_dir, cfg, logs)  # the stage logs read at most once, for the dataset and the viewer
-    export = export_dataset(run, push_to_hub=push_to_hub)
-    return exported(RunDir(cfg.run_dir, PIPELINE), summary, export, write_viewer(run))
+    run_dir = RunDir(cfg.run_dir, PIPELINE)
+    run_gates(cfg, run_dir, [(e.id, e.question, e.rubrics) for e in run.examples], learnability=True)
+    run.manifest = run_dir.manifest()  # with the gates' ledger
+    if summary is not None:
+        summary.ledger = (run.manifest.get("invocations") or [{}])[-1].get("ledger", {}).get("total", summary.ledger)
+    export = export_dataset(run, push_to_hub=push_to_hub, token=push_token(push_to_hub))
+    return exported(run_dir, summary, export, write_viewer(run))

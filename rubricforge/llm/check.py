@@ -53,16 +53,16 @@ async def check_roles(cfg: Config, roles: list[str]) -> tuple[list[str], list[st
     return lines, failed
 
 
-def preflight(llm: LLMConfig, roles: list[str]) -> None:
+def preflight_roles(llm: LLMConfig, roles: list[str]) -> None:
     """Raise the UserError of the first configuration mistake of ``roles``, before any work: an unusable
     cache path, a missing API key or unknown provider (litellm), a missing replay file, and for a role
     with an ``api_base``: a server that cannot be reached, refuses the key or does not list the model
     in ``GET <api_base>/models`` (servers without that endpoint are not asked further). The embedded
     local model is not loaded here."""
-    asyncio.run(apreflight(llm, roles))
+    asyncio.run(apreflight_roles(llm, roles))
 
 
-async def apreflight(llm: LLMConfig, roles: list[str]) -> None:
+async def apreflight_roles(llm: LLMConfig, roles: list[str]) -> None:
     """:func:`preflight` inside a running event loop (the item jobs run it first)."""
     client = LLMClient(llm.model_copy(update={"record_path": None}))  # opens the cache: an unusable path raises
     try:

@@ -24,7 +24,7 @@ def entry(request: Request, completion: Completion) -> dict[str, Any]:
             "usage": {"prompt_tokens": completion.prompt_tokens, "completion_tokens": completion.completion_tokens}}
 
 
-def load(path: str | Path) -> dict[str, dict[str, Any]]:
+def load_recording(path: str | Path) -> dict[str, dict[str, Any]]:
     """key -> recorded line. A damaged line is a UserError naming the file and line."""
     p = require_file(path, "replay file", "set llm.replay_path to a recording made with llm.record_path")
     out: dict[str, dict[str, Any]] = {}
@@ -49,7 +49,7 @@ class Recorder:
         self.path = Path(path).expanduser()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._seen: set[str] = set(load(self.path)) if self.path.is_file() else set()
+        self._seen: set[str] = set(load_recording(self.path)) if self.path.is_file() else set()
 
     def append(self, request: Request, completion: Completion) -> None:
         line = json.dumps(entry(request, completion), ensure_ascii=False) + "\n"

@@ -25,10 +25,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from rubricforge.corpora.rejects import Rejects
+from rubricforge.io.rejects import Rejects
 from rubricforge.errors import UserError, require_file
 from rubricforge.extras import needs
-from rubricforge.rundir import atomic_write_text
+from rubricforge.io.files import atomic_write_text
 from rubricforge.schema import PreferencePair
 
 SPLITS = ("train", "validation", "test")

@@ -1,4 +1,4 @@
-"""`rubricforge reward audit`: how far to trust a rubric judge.
+"""`rubricforge judge agreement`: how far to trust a rubric judge.
 
 Every criterion of every response is scored (Figure 5, 0–4) ``repeats`` times by the judge role, each
 repeat an independent sample (seed + k; repeat 0 is the ordinary scoring request), once by a second
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from rubricforge.extras import needs
-from rubricforge.rewards.inputs import Response
+from rubricforge.rewards.responses import Response
 from rubricforge.rewards.judging import Judge
 from rubricforge.rewards.deeprubric.rubric_reward import MAX_SCORE, RubricScore, criteria_from, rubric_reward
 from rubricforge.rewards.trajectory import parse_trajectory
@@ -55,7 +55,7 @@ class AuditReport:
                 f"{self.unscored}", f"report: {self.out}"]
 
 
-def summarise(judge: str, second_judge: str, repeats: int, results: Sequence[dict[str, Any]],
+def summarise_agreement(judge: str, second_judge: str, repeats: int, results: Sequence[dict[str, Any]],
               unscored: dict[str, int]) -> AuditReport:
     """The report from each response's :func:`audit_response` record (``rows`` None: no answer, skipped)."""
     done = [r for r in results if r["rows"] is not None]

@@ -2,10 +2,11 @@
 scored with the example's own rubric (the rubric reward, DeepRubric Eq. 4). A task whose closed-book score is
 already at or above ``quality.too_easy_threshold`` teaches a search agent little — the model knows it without
 searching — so it is flagged too easy (and dropped when ``quality.drop_too_easy``). None of the peers measures
-this; the export puts the score distribution on the card.
+this; the build's gate stage (:mod:`rubricforge.jobs.gates`) runs it and the card shows the score
+distribution.
 
 A failed generation or an unscored judge leaves the example unscored (None): it is never flagged on a guess.
-Every call goes through the LLM cache, so a re-export asks nothing again.
+Every call goes through the LLM cache, so gating the same examples again asks nothing again.
 """
 
 from __future__ import annotations
@@ -63,19 +64,11 @@ async def closed_book_score(client: LLMClient, judge: Judge, question: str, rubr
     return score.value
 
 
-async def learnability(items: Sequence[tuple[str, str, Sequence[Any]]], cfg: Config,
-                       client: LLMClient | None = None) -> Learnability:
-    """Closed-book scores of ``(id, question, rubrics)`` items with the configured generator and judge."""
-    from rubricforge.llm import LLMClient
-
-    own = client is None
-    client = client or LLMClient(cfg.llm)
+async def learnability(items: Sequence[tuple[str, str, Sequence[Any]]], cfg: Config, client: LLMClient) -> Learnability:
+    """Closed-book scores of ``(id, question, rubrics)`` items with the job's ``client`` (its generator and judge
+    roles; the calls are in its ledger)."""
     judge = Judge(client, "judge")
-    try:
-        got = await asyncio.gather(*(closed_book_score(client, judge, q, r, cfg) for _, q, r in items))
-    finally:
-        if own:
-            await client.aclose()
+    got = await asyncio.gather(*(closed_book_score(client, judge, q, r, cfg) for _, q, r in items))
     scores = {id_: s for (id_, _, _), s in zip(items, got, strict=True)}
     threshold = cfg.quality.too_easy_threshold
     return Learnability(scores, [i for i, s in scores.items() if s is not None and s >= threshold])

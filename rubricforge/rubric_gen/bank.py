@@ -33,7 +33,7 @@ from pydantic import BaseModel, Field
 
 from rubricforge.llm.structured import Str40, Str80, Str400
 from rubricforge.rubric_gen.prompting import PROMPTS
-from rubricforge.rundir import atomic_write_json
+from rubricforge.io.files import atomic_write_json
 from rubricforge.schema import Criterion, Record
 
 if TYPE_CHECKING:

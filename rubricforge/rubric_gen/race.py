@@ -67,7 +67,7 @@ class RaceAnswer(BaseModel):
     criterions: DimensionCriteria
 
 
-def uncut(text: str, cap: int) -> str:
+def whole_sentences(text: str, cap: int) -> str:
     """``text`` whitespace-normalised; when it reached ``cap`` characters (cut by the schema's length), only up
     to its last sentence end ("" when it has none)."""
     text = " ".join(text.split())
@@ -81,10 +81,10 @@ def to_race(answer: RaceAnswer, query: str) -> RaceRubrics | str:
     """The normalised RACE rubrics of ``answer`` for ``query``, or why the answer cannot be used."""
     raw = answer.dimension_weight.model_dump()
     total = sum(max(w, 0.0) for w in raw.values())
-    criterions = {d: [RaceCriterion(criterion=uncut(c.criterion, CRITERION_CHARS),
-                                    explanation=uncut(c.explanation, EXPLANATION_CHARS),
+    criterions = {d: [RaceCriterion(criterion=whole_sentences(c.criterion, CRITERION_CHARS),
+                                    explanation=whole_sentences(c.explanation, EXPLANATION_CHARS),
                                     weight=round(float(c.weight), 3))
-                      for c in getattr(answer.criterions, d) if uncut(c.criterion, CRITERION_CHARS) and c.weight > 0]
+                      for c in getattr(answer.criterions, d) if whole_sentences(c.criterion, CRITERION_CHARS) and c.weight > 0]
                   for d in DIMENSIONS}
     if total <= 0:
         return "every dimension weight is zero or negative"

@@ -49,7 +49,7 @@ from rubricforge.rewards.scorer import NO_TOOL, REPORT, RUBRIC_SETS, RewardScore
 from rubricforge.rewards.minddr.search_rl import scheduler_metrics
 from rubricforge.rewards.trajectory import parse_trajectory
 from rubricforge.rubric_gen.bank import BankSettings, RubricBank, prune
-from rubricforge.rundir import atomic_write_json
+from rubricforge.io.files import atomic_write_json
 from rubricforge.training.trl_seams import log_metric
 
 log = logging.getLogger(__name__)

@@ -59,11 +59,11 @@ from rubricforge.rewards.scorer import NO_TOOL
 from rubricforge.rewards.trajectory import parse_trajectory
 from rubricforge.rubric_gen.bank import BankSettings, RubricBank, RubricItem, TaskRubrics, prune
 from rubricforge.rubric_gen.meta_rubrics import Weakness, combinations, meta_rubrics, proposer_messages, weaknesses
-from rubricforge.rundir import atomic_write_json
+from rubricforge.io.files import atomic_write_json
 from rubricforge.training.adaptive import TOOL, step_modes
 from rubricforge.training.cost import hote_cost
 from rubricforge.training.grpo import response_tokens
-from rubricforge.training.stepping import Worker
+from rubricforge.training.stepping import TrainerThread
 from rubricforge.training.trl_seams import jsonable_generation, stepped_trainer
 
 log = logging.getLogger(__name__)
@@ -97,7 +97,7 @@ class TaskValidity:
 # ---------------------------------------------------------------- the driver
 
 @dataclass
-class StepRecord:
+class HoteStep:
     step: int
     real: list[str]
     synthetic: list[str]
@@ -157,7 +157,7 @@ class HoteRun:
         self.weak: dict[str, list[Weakness]] = {}  # task -> its weaknesses this step (Eq. 4's A, compressed)
         self.rewards: dict[str, list[float | None]] = {}  # task -> Eq. 2 of its G responses
         self._embedder: Any = None
-        self.solver_worker, self.proposer_worker = Worker("solver"), Worker("proposer")
+        self.solver_worker, self.proposer_worker = TrainerThread("solver"), TrainerThread("proposer")
         self.solver: Any = None
         self.proposer: Any = None
         self.toolbox: Any = None
@@ -347,7 +347,7 @@ class HoteRun:
         return out
 
     def _propose(self, t: int, tasks: list[tuple[str, str]],
-                 record: StepRecord) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+                 record: HoteStep) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """N combinations of S, their meta rubrics (Eq. 4), the proposer's rows (G′ per combination). The
         proposer's batch is fixed (N × G′ rows): when a meta call failed, no rows (the step proposes nothing)."""
         h, e = self.cfg.hote, self.cfg.evolve
@@ -378,7 +378,7 @@ class HoteRun:
             rows += [{"prompt": prompt, "environment": mode, "task_id": f"proposer-{t}-{n}", "question": ""}] * h.proposer_group
         return groups, rows
 
-    def _accept(self, t: int, groups: list[dict[str, Any]], texts: list[str], record: StepRecord) -> None:
+    def _accept(self, t: int, groups: list[dict[str, Any]], texts: list[str], record: HoteStep) -> None:
         """Validity per proposal; the valid ones become next step's synthetic tasks (persistent = meta rubrics)."""
         g_size = self.cfg.hote.proposer_group
         self.synthetic = []
@@ -397,7 +397,7 @@ class HoteRun:
                 self.synthetic.append({"id": tid, "query": text.strip(), "group": g["group"], "mode": g["mode"]})
         self.pending = groups
 
-    def run_step(self, t: int) -> StepRecord:
+    def run_step(self, t: int) -> HoteStep:
         started, calls_before = time.perf_counter(), Counter(self.calls)
         clock = started
 
@@ -408,7 +408,7 @@ class HoteRun:
 
         self.step = t
         tasks, modes, real_ids = self.batch(t)
-        record = StepRecord(t, real_ids, [s["id"] for s in self.synthetic], modes)
+        record = HoteStep(t, real_ids, [s["id"] for s in self.synthetic], modes)
         self.judgments, self.weak, self.rewards = {}, {}, {}
         self.solver_worker.send({"rows": self._rows(tasks, modes, self.cfg.hote.group)})
         self.solver_worker.wait("ready")
@@ -442,13 +442,13 @@ class HoteRun:
 
     # -------------------------------------------------- the loop
 
-    def train(self, on_step: Callable[[StepRecord], None] | None = None) -> list[StepRecord]:
+    def train(self, on_step: Callable[[HoteStep], None] | None = None) -> list[HoteStep]:
         """Steps ``step+1 .. hote.steps`` (resuming from the run directory when it has a state), then save both
         policies to ``<run_dir>/hote/{solver,proposer}/final``."""
         resumed = self.load()
         if self.solver is None:
             self.build()
-        records: list[StepRecord] = []
+        records: list[HoteStep] = []
         solver_from, proposer_from = self._checkpoint("solver", self.step), self._checkpoint("proposer", self.proposer_updates)
         try:
             self.solver_worker.start(lambda: self.solver.train(resume_from_checkpoint=solver_from))
@@ -481,7 +481,7 @@ class HoteRun:
             self.toolbox.close()
 
 
-def step_summary(record: StepRecord) -> str:
+def step_summary(record: HoteStep) -> str:
     """One line per step for the console."""
     scored = [v for vs in record.rewards.values() for v in vs if v is not None]
     prop = [v for v in record.proposer_rewards if v is not None]

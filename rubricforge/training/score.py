@@ -66,7 +66,7 @@ from rubricforge.rubric_gen.score_dims import (
     refresh_harness,
     selection_messages,
 )
-from rubricforge.rundir import atomic_write_json
+from rubricforge.io.files import atomic_write_json
 from rubricforge.training.adaptive import _run, task_id
 from rubricforge.training.trl_seams import score_trainer
 
@@ -74,7 +74,7 @@ STATE_DIR = "score"
 
 
 @dataclass
-class StepRecord:
+class ScoreStep:
     """What one step's evaluator chose and what it earned (kept in the state's history)."""
 
     step: int
@@ -99,13 +99,13 @@ class ScoreLoop:
         self.recent: list[dict[str, Any]] = []  # per-step statistics since the last harness refresh
         self.history: list[dict[str, Any]] = []
         self.state_dir = Path(cfg.run_dir) / STATE_DIR
-        self.current: StepRecord | None = None
+        self.current: ScoreStep | None = None
 
     # -------------------------------------------------- phase 1-2: the evaluator's rubric selection
 
     def selection_prompts(self, inputs: Sequence[Mapping[str, Any]], step: int) -> dict[str, list[dict[str, str]]]:
         """x^rubric for each distinct query of the batch (query id -> chat messages)."""
-        self.current = StepRecord(step)
+        self.current = ScoreStep(step)
         constraints = self.scheduler.constraints(self.harness.dimension_constraints.must_include)
         out = {}
         for x in inputs:

@@ -1,4 +1,4 @@
-"""Step a TRL trainer from another thread: the trainer's ``train()`` runs in a :class:`Worker` thread and parks
+"""Step a TRL trainer from another thread: the trainer's ``train()`` runs in a :class:`TrainerThread` thread and parks
 where it needs its driver (HOTE's solver and proposer: the next step's rows, the held generation), so a driver
 can interleave two trainers one step at a time, exactly one of them running at any moment.
 """
@@ -15,7 +15,7 @@ class _Stop(Exception):
     """Raised inside a parked trainer thread to end its ``train()`` when the driver is done."""
 
 
-class Worker:
+class TrainerThread:
     """A trainer's ``train()`` in a thread. The trainer calls :meth:`request` where it needs the driver (its
     next step's rows, its rewards) and blocks there; the driver answers with :meth:`send` and waits on
     :meth:`wait`, so the two never run at once."""

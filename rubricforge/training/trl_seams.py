@@ -25,7 +25,7 @@ from rubricforge.errors import UserError
 from rubricforge.extras import needs
 
 # The trainers' collaborators (training.adaptive.StepHooks and DifficultyWeights, training.score.ScoreLoop,
-# training.stepping.Worker) are typed Any here: this module sits below them and imports none of them.
+# training.stepping.TrainerThread) are typed Any here: this module sits below them and imports none of them.
 
 STATE_FILE = "rubricforge_adaptive.json"  # the per-step state saved into every checkpoint
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from rubricforge.corpora.loaders import iter_json_lines
-from rubricforge.corpora.rejects import Rejects
+from rubricforge.io.rejects import Rejects
 from rubricforge.errors import UserError
 from rubricforge.testing import FakeOpenAI
 from support.cli import assert_user_error, cli
@@ -69,15 +69,15 @@ def test_a_run_dir_that_is_a_file_or_unwritable(tmp_path):
 
 
 def test_binary_responses_and_replay_files_are_user_errors(tmp_path):
-    from rubricforge.llm.recording import load
-    from rubricforge.rewards.inputs import load_responses
+    from rubricforge.llm.recording import load_recording
+    from rubricforge.rewards.responses import load_responses
 
     binary = tmp_path / "responses.jsonl"
     binary.write_bytes(b'{"id": "a", "response": "x"}\n\x89PNG\r\n\x1a\n\x00\x00\xff\xd8')
     with pytest.raises(UserError, match="not UTF-8"):
         load_responses(binary, {}, Rejects())
     with pytest.raises(UserError, match="line 1 is not a recorded response"):
-        load(binary)
+        load_recording(binary)
 
 
 def test_non_utf8_corpus_lines_are_rejected_as_such(tmp_path):

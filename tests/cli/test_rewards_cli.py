@@ -1,5 +1,5 @@
-"""`rubricforge reward score` and `reward audit` as a user runs them, against the scripted judge:
-per-component JSONL, summary, bad lines skipped and counted, resume, and one-line errors."""
+"""`rubricforge reward score` and `judge agreement` (formerly `reward audit`) as a user runs them, against the scripted
+judge: per-component JSONL, summary, bad lines skipped and counted, resume, and one-line errors."""
 
 from __future__ import annotations
 
@@ -87,16 +87,19 @@ def test_scoring_nothing_is_not_a_success(tmp_path, files):
     assert json.loads((tmp_path / "answered.scores.summary.json").read_text())["rewards"]["rubric"]["unscored"] == 1
 
 
-def test_audit_prints_variance_and_agreement(tmp_path, files):
+def test_judge_agreement_prints_variance_and_agreement_and_reward_audit_still_runs_it(tmp_path, files):
     dataset, responses = files
     with FakeOpenAI(stages=SCRIPTED_JUDGE) as server:
         out = tmp_path / "audit.json"
-        args = ["reward", "audit", "-d", str(dataset), "-r", str(responses), "-c", _config(tmp_path, server)]
-        proc = cli(*args, "--out", str(out))
+        args = ["-d", str(dataset), "-r", str(responses), "-c", _config(tmp_path, server)]
+        proc = cli("judge", "agreement", *args, "--out", str(out))
         calls = server.n_requests
-        again = cli(*args)  # resumes from its run directory: nothing is judged again
+        again = cli("reward", "audit", *args)  # the old name, for one release; resumes: nothing is judged again
     assert proc.returncode == 0, proc.stderr
     assert again.returncode == 0 and server.n_requests == calls, again.stderr
+    assert again.stderr.splitlines()[0] == ("deprecated: `rubricforge reward audit` is now `rubricforge judge agreement`; "
+                                            "the old name goes in the next release")
+    assert "deprecated" not in proc.stderr
     run = responses.with_name(f"{responses.stem}.audit.run")
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["status"] == "complete" and manifest["counts"]["done_now"] == 0 and manifest["ledger"]
@@ -115,7 +118,7 @@ def test_audit_prints_variance_and_agreement(tmp_path, files):
     (["reward", "score", "-d", "DATA", "-r", "RESP", "--rewards", "rubrik"], ["unknown reward 'rubrik'"]),
     (["reward", "score", "-d", "DATA", "-r", "RESP", "--rewards", "race"],
      ["'ex1' has no 'race_rubrics' column (the 'race' reward reads it)"]),
-    (["reward", "audit", "-d", "DATA", "-r", "RESP", "--second-judge", "critic"], ["critic"]),
+    (["judge", "agreement", "-d", "DATA", "-r", "RESP", "--second-judge", "critic"], ["critic"]),
 ])
 def test_bad_input_is_one_line_and_exit_code_2(args, needles, files, tmp_path, monkeypatch):
     dataset, responses = files

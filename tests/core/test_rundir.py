@@ -1,4 +1,5 @@
-"""The run directory (:mod:`rubricforge.rundir`) and the job layer's bookkeeping (:mod:`rubricforge.jobs.base`):
+"""The run directory (:mod:`rubricforge.rundir`), its stage logs (:mod:`rubricforge.io.stagelog`) and the job
+layer's bookkeeping (:mod:`rubricforge.jobs.base`):
 sharded stage logs read back and merged, typed records validated on read, one JSON reader, the manifest,
 the resume guards, how a job ends, and paths resolved on the driver."""
 
@@ -12,7 +13,9 @@ import pytest
 from rubricforge.config import Config
 from rubricforge.errors import BudgetExceeded, UserError
 from rubricforge.jobs.base import ending, on_driver, retryable, status_of
-from rubricforge.rundir import RunDir, StageLog, read_json
+from rubricforge.io.files import read_json
+from rubricforge.io.stagelog import StageLog
+from rubricforge.rundir import RunDir
 from rubricforge.schema import KGQuestion
 from support.config import derive
 
@@ -119,12 +122,12 @@ def test_a_log_append_is_fsynced_but_not_on_the_callers_thread(tmp_path, monkeyp
     import os
     import threading
 
-    from rubricforge import rundir
+    from rubricforge.io import stagelog
 
     synced, real = [], os.fsync
-    monkeypatch.setattr(rundir.os, "fsync", lambda fd: synced.append(threading.get_ident()) or real(fd))
+    monkeypatch.setattr(stagelog.os, "fsync", lambda fd: synced.append(threading.get_ident()) or real(fd))
     log = StageLog(tmp_path / "trees.jsonl")
     log.append("t0", {"v": 0})
     assert StageLog(tmp_path / "trees.jsonl").keys() == ["t0"]  # the line is the OS's at once
-    rundir._syncer.submit(lambda: None).result(timeout=10)  # the pending fsync is done after this
+    stagelog._syncer.submit(lambda: None).result(timeout=10)  # the pending fsync is done after this
     assert synced and threading.get_ident() not in synced

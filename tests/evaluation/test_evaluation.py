@@ -18,7 +18,7 @@ import yaml
 
 from rubricforge.agent.prompt import no_tool_system_prompt
 from rubricforge.config import Config, load_config
-from rubricforge.corpora.rejects import Rejects
+from rubricforge.io.rejects import Rejects
 from rubricforge.errors import UserError
 from rubricforge.evaluation.agents import estimate, load_agent_config
 from rubricforge.evaluation.exact import exact_scores

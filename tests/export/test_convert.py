@@ -259,7 +259,7 @@ def test_cli_convert_reports_counts_and_rejects(tmp_path):
 
 
 def test_reward_inputs_read_drb_criteria_as_scorable_examples():
-    from rubricforge.rewards.inputs import load_examples
+    from rubricforge.io.datasets import load_examples
     from rubricforge.rewards.scorer import Rollout, _race_rubrics
 
     examples = load_examples(DRB, adapt=to_rubricforge_rows)
@@ -272,7 +272,7 @@ def test_reward_inputs_read_drb_criteria_as_scorable_examples():
 
 
 def test_rows_without_id_name_the_converter(tmp_path):
-    from rubricforge.rewards.inputs import load_examples
+    from rubricforge.io.datasets import load_examples
 
     path = tmp_path / "drtulu.jsonl"
     path.write_text(json.dumps(DRTULU_RUBRIC) + "\n")

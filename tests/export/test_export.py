@@ -16,7 +16,7 @@ from rubricforge.export import export_dataset
 from rubricforge.export.run import load_run
 from rubricforge.export.stats import OTHER, primary_revision_reason
 from rubricforge.export.views import features
-from rubricforge.rundir import StageLog
+from rubricforge.io.stagelog import StageLog
 from rubricforge.schema import Verification
 from support import drtulu
 from support.fixtures_run import LEDGER, MODELS, make_run

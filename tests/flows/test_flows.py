@@ -81,6 +81,38 @@ def test_a_second_flow_run_answers_the_trees_from_the_cache(threads):
     assert rows(again.out) == rows(threads["flow"].out)
 
 
+def test_the_cli_flow_path_checks_a_push_once_and_reads_each_stage_log_once_after_the_trees(threads, tmp_path,
+                                                                                           monkeypatch):
+    """`rubricforge build` (the flow, on threads) on a finished run: the job's preflight is the one check of the
+    Hub push; each stage log is read by the resuming tree worker and once more, after the trees, for the finish
+    and the export together (they were read once each, and the push checked three times)."""
+    import shutil
+
+    import rubricforge.io.stagelog as stagelog
+    from rubricforge.export import hub
+    from rubricforge.flows import local
+
+    run = tmp_path / "again"
+    shutil.copytree(Path(threads["flow"].run_dir), run)
+    reads: dict[str, int] = {}
+    lines_of, check_of = stagelog._lines, hub.check_push
+    checks, pushed = [], []
+
+    def counted(path):
+        reads[path.name] = reads.get(path.name, 0) + 1
+        return lines_of(path)
+
+    monkeypatch.setattr(stagelog, "_lines", counted)
+    monkeypatch.setattr(hub, "check_push", lambda repo: checks.append(repo) or check_of(repo))
+    monkeypatch.setattr(hub, "push", lambda repo, configs, card, token: pushed.append((repo, token)))
+    monkeypatch.setenv("HF_TOKEN", "hf_test_token")
+    result = local.build(replay(threads["cfg"], run, KEEP_ALL), push_to_hub="org/rubrics", progress=False)
+    assert result.summary.computed_now == {} and result.pushed_to == "org/rubrics"
+    assert checks == ["org/rubrics"] and pushed == [("org/rubrics", "hf_test_token")]
+    assert {name: reads.get(f"{name}.jsonl") for name in ("trees", "candidates", "verdicts")} == {
+        "trees": 2, "candidates": 2, "verdicts": 2}
+
+
 def test_ray_workers_build_the_same_dataset_as_threads(threads, monkeypatch, prefect_server):
     monkeypatch.setenv("PREFECT_API_URL", prefect_server)  # the worker processes report here
     cfg = derive(threads["cfg"], f"run_dir={threads['root'] / 'ray'}", "runner.kind=ray", "runner.workers=2")

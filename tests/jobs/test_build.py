@@ -384,17 +384,17 @@ def test_a_rerun_reads_each_stage_log_once_to_resume_finish_and_export(small_ind
                                                                                        tmp_path, monkeypatch):
     import shutil
 
-    import rubricforge.rundir as rundir
+    import rubricforge.io.stagelog as stagelog
 
     run = tmp_path / "again"
     shutil.copytree(reference["dir"], run)
     reads: dict[str, int] = {}
-    lines_of = rundir._lines
+    lines_of = stagelog._lines
 
     def counted(path):
         reads[path.name] = reads.get(path.name, 0) + 1
         return lines_of(path)
 
-    monkeypatch.setattr(rundir, "_lines", counted)
+    monkeypatch.setattr(stagelog, "_lines", counted)
     assert run_build(replay(small_index_cfg, run)).computed_now == {}
     assert {name: reads.get(f"{name}.jsonl") for name in LOGS} == {name: 1 for name in LOGS}

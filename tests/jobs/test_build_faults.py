@@ -13,7 +13,7 @@ import pytest
 
 from rubricforge.errors import ItemsFailed
 from rubricforge.jobs.tree import build_dataset
-from rubricforge.rundir import StageLog
+from rubricforge.io.stagelog import StageLog
 from rubricforge.testing import FakeOpenAI
 from support.config import derive
 from support.pipeline_fake import N_TREES, CutOneRoot, Faulty, pipeline_answer, pipeline_cfg

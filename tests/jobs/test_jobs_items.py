@@ -18,7 +18,7 @@ from rubricforge.config import Config
 from rubricforge.errors import UserError
 from rubricforge.jobs.base import STOPPED_EXIT
 from rubricforge.jobs.items import ItemJob
-from rubricforge.rundir import StageLog
+from rubricforge.io.stagelog import StageLog
 from rubricforge.testing import FakeOpenAI
 from support.llm_fakes import litellm_llm_config
 from support.net import free_port

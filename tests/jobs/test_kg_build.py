@@ -40,7 +40,7 @@ def write_linked_corpus(path: Path) -> Path:
     import networkx as nx
 
     from rubricforge.corpora.default_corpus import iter_default_corpus
-    from rubricforge.corpora.rejects import Rejects
+    from rubricforge.io.rejects import Rejects
     from rubricforge.pipelines.kg.graph import EntityResolver, node_id, title_links
 
     passages = list(iter_default_corpus(Rejects()))
@@ -110,7 +110,7 @@ def reference(kg_cfg, tmp_path_factory):
 
 
 def read_log(run: Path, name: str) -> dict[str, dict]:
-    from rubricforge.rundir import StageLog
+    from rubricforge.io.stagelog import StageLog
 
     return {r["key"]: r for r in StageLog(run / f"{name}.jsonl").records()}  # a torn line is skipped
 

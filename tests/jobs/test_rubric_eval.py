@@ -51,15 +51,15 @@ def _config(tmp_path, server):
 
 
 def test_rubrics_eval_table_run_dir_and_resume(tmp_path):
-    from rubricforge.jobs.rubric_eval import evaluate
+    from rubricforge.jobs.rubric_eval import evaluate_rubrics
 
     pairs, (race, dataset) = _pairs(tmp_path), _files(tmp_path)
     with FakeOpenAI(stages=PREFS_JUDGE) as server:
         cfg = load_config(_config(tmp_path, server))
         sources = ["general", "generated", "closed-book", "race", "tree"]
-        result = evaluate(cfg, pairs, sources, race_file=race, dataset=dataset, n_boot=200, progress=False).summary
+        result = evaluate_rubrics(cfg, pairs, sources, race_file=race, dataset=dataset, n_boot=200, progress=False).summary
         first = server.n_requests
-        again = evaluate(cfg, pairs, sources, race_file=race, dataset=dataset, n_boot=200, progress=False).summary
+        again = evaluate_rubrics(cfg, pairs, sources, race_file=race, dataset=dataset, n_boot=200, progress=False).summary
         asked_again = server.requests[first:]
 
     for s in result.sources:
@@ -104,7 +104,7 @@ def test_rubrics_eval_cli(tmp_path):
 def test_a_rubric_without_positive_weight_is_not_used(tmp_path):
     from rubricforge.config import Config
     from rubricforge.jobs.rubric_eval import RubricMaker, _digest
-    from rubricforge.rundir import StageLog
+    from rubricforge.io.stagelog import StageLog
 
     log = StageLog(tmp_path / "rubrics.jsonl")
     log.append(f"search|{_digest(QUERY)}", {"source": "search", "query": QUERY, "origin": "m", "rubrics": [
@@ -130,11 +130,11 @@ def _baseline_judge(body):
 def test_table_1_pointwise_and_pairwise_judge_baselines(tmp_path):
     """Seed 004 Table 1's judge baselines (App. C.11, C.12) beside the rubric sources: pointwise scores each report
     alone; pairwise shows both, the chosen one first for half the pairs, and gives no Cohen's d."""
-    from rubricforge.jobs.rubric_eval import _digest, evaluate
+    from rubricforge.jobs.rubric_eval import _digest, evaluate_rubrics
 
     pairs = _pairs(tmp_path)
     with FakeOpenAI(responder=_baseline_judge) as server:
-        result = evaluate(load_config(_config(tmp_path, server)), pairs, ["pointwise", "pairwise"], n_boot=100,
+        result = evaluate_rubrics(load_config(_config(tmp_path, server)), pairs, ["pointwise", "pairwise"], n_boot=100,
                           progress=False).summary
         prompts = [r["messages"][-1]["content"] for r in server.requests]
     point, pair = result.sources

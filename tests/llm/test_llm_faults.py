@@ -12,7 +12,7 @@ from rubricforge.config import LLMConfig
 from rubricforge.llm import LLMClient
 from rubricforge.llm.client import transient_failures
 from rubricforge.llm.errors import Unavailable
-from rubricforge.rundir import StageLog
+from rubricforge.io.stagelog import StageLog
 from rubricforge.testing import FakeOpenAI, Reply
 from support.llm_fakes import Capital, litellm_llm_config
 

@@ -19,7 +19,7 @@ from rubricforge.pipelines.kg.filters import drop_category
 from rubricforge.pipelines.kg.graph import EntityResolver, build_graph, stated_relation, title_links
 from rubricforge.pipelines.kg.sampling import sample_paths, typed_view
 from rubricforge.config import KGConfig
-from rubricforge.rubric_gen.race import CRITERION_CHARS, RaceAnswer, to_race, uncut
+from rubricforge.rubric_gen.race import CRITERION_CHARS, RaceAnswer, to_race, whole_sentences
 from rubricforge.schema import KGEdge, KGPath, Passage
 from support.paths import DATA
 
@@ -167,9 +167,9 @@ def test_a_name_that_modifies_another_persons_noun_is_no_relation_end():
 
 def test_a_criterion_cut_by_the_schema_length_is_taken_back_to_a_sentence_end_or_dropped():
     cut = ("Explains how the Compromise of 1867 created the Dual Monarchy. Traces the roles " + "x" * 200)[:200]
-    assert uncut(cut, CRITERION_CHARS) == "Explains how the Compromise of 1867 created the Dual Monarchy."
+    assert whole_sentences(cut, CRITERION_CHARS) == "Explains how the Compromise of 1867 created the Dual Monarchy."
     worded = ("Discusses the constitutional arrangements of both Austria-Hungary and " * 4)[:199] + "1"
-    assert len(worded) == CRITERION_CHARS and uncut(worded, CRITERION_CHARS) == ""
+    assert len(worded) == CRITERION_CHARS and whole_sentences(worded, CRITERION_CHARS) == ""
     crit = [{"criterion": worded, "explanation": "e", "weight": 1.0},
             {"criterion": "Names the Compromise of 1867.", "explanation": "e", "weight": 1.0}]
     answer = RaceAnswer.model_validate({

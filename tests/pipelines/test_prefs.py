@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rubricforge.cli import app
-from rubricforge.corpora.rejects import Rejects
+from rubricforge.io.rejects import Rejects
 from rubricforge.pipelines import preferences as prefs
 from support.paths import DATA
 

@@ -1,5 +1,6 @@
 """Quality gates: decontamination against DeepResearch Bench's shipped prompts (a planted near-copy is dropped
-with the matching item), semantic dedup within a dataset and against a previous one, and the export's card."""
+with the matching item), semantic dedup within a dataset and against a previous one, learnability left unscored by a failed judge
+(the gate stage of the job and the card: tests/jobs/test_gates.py)."""
 
 from __future__ import annotations
 
@@ -74,74 +75,26 @@ def test_embedding_similarity_and_dedup_with_the_real_model(tmp_path):
                                        "previous_questions": 1, "within": 1, "previous": 1}
 
 
-def test_the_export_drops_contaminated_rows_and_the_card_says_so(tmp_path):
-    from support.fixtures_run import make_run
-    from rubricforge.export import export_dataset
-    from rubricforge.export.run import load_run
-
-    run_dir = make_run(tmp_path)
-    examples = load_run(run_dir).examples
-    bench = tmp_path / "bench.jsonl"
-    bench.write_text(json.dumps({"id": "b7", "prompt": examples[0].question}) + "\n")
-    result = export_dataset(run_dir, cfg(benchmarks=["drb"], benchmark_files=[str(bench)], ngram=4))
-    out = run_dir / "dataset"
-    ids = [json.loads(x)["id"] for x in (out / "data.jsonl").read_text().splitlines()]
-    assert examples[0].id not in ids and len(ids) == len(examples) - 1 == result["n_examples"]
-    quality = json.loads((out / "stats.json").read_text())["quality"]
-    assert quality["decontamination"]["dropped"] == 1 and quality["exported"] == len(ids)
-    assert quality["dropped"][0]["benchmark"] == "bench" and quality["dropped"][0]["item_id"] == "b7"
-    card = (out / "README.md").read_text()
-    assert "## Quality gates" in card and "1 of " in card and "bench #b7" in card
-
-
-def test_learnability_scores_a_closed_book_answer_with_the_examples_own_rubric(tmp_path):
-    """The generator answers closed-book; the judge scores the answer with the example's rubric. The first
-    example's answer meets every criterion (score 1.0 ≥ 0.8: too easy, dropped), the second's meets none."""
-    from support.fixtures_run import make_run
-    from rubricforge.testing import FakeOpenAI
-    from support.llm_fakes import litellm_llm_config
-    from rubricforge.export import export_dataset
-    from rubricforge.export.run import load_run
-
-    run_dir = make_run(tmp_path)
-    easy, hard = load_run(run_dir).examples
-
-    def prompt(body):
-        return "\n".join(str(m.get("content", "")) for m in body["messages"])
-
-    stages = {"closed_book_answer": lambda body: "EASY ANSWER" if easy.question in prompt(body) else "HARD ANSWER",
-              "rubric": lambda body: json.dumps({"score": 4 if "EASY ANSWER" in prompt(body) else 0})}
-    with FakeOpenAI(stages=stages) as server:
-        cfg = Config(run_dir=str(run_dir), llm=litellm_llm_config(tmp_path, server),
-                     quality={"embedding_threshold": None, "dedup_threshold": None, "learnability": True,
-                              "drop_too_easy": True})
-        result = export_dataset(run_dir, cfg)
-        calls = server.n_requests
-        export_dataset(run_dir, cfg)  # the LLM cache answers a re-export
-        assert server.n_requests == calls
-    assert calls == 2 + len(easy.rubrics) + len(hard.rubrics)
-    out = run_dir / "dataset"
-    assert [json.loads(x)["id"] for x in (out / "data.jsonl").read_text().splitlines()] == [hard.id]
-    assert result["n_examples"] == 1
-    learn = json.loads((out / "stats.json").read_text())["quality"]["learnability"]
-    assert (learn["scored"], learn["too_easy"], learn["mean"], learn["drop"]) == (2, 1, 0.5, True)
-    assert learn["histogram"]["0.0-0.1"] == 1 and learn["histogram"]["0.9-1.0"] == 1
-    assert learn["flagged"] == [{"id": easy.id, "gate": "learnability", "method": "closed-book", "score": 1.0,
-                                 "dropped": True}]
-    assert "**Learnability**" in (out / "README.md").read_text()
-
-
 def test_a_judge_that_fails_leaves_learnability_unscored_never_flagged(tmp_path):
     import asyncio
 
     from rubricforge.testing import FakeOpenAI, Reply
     from support.llm_fakes import litellm_llm_config
+    from rubricforge.llm import LLMClient
     from rubricforge.rewards.learnability import learnability
 
     rubrics = [{"id": "c1", "type": "logical", "description": "Explains it", "weight": 1.0}]
 
     with FakeOpenAI(stages={"closed_book_answer": "An answer.", "rubric*": Reply(status=503, error="down")}) as server:
         cfg = Config(llm=litellm_llm_config(tmp_path, server, max_retries=0, structured_retries=0))
-        got = asyncio.run(learnability([("x", "Why is the sky blue?", rubrics)], cfg))
+
+        async def scores():
+            client = LLMClient(cfg.llm)
+            try:
+                return await learnability([("x", "Why is the sky blue?", rubrics)], cfg, client)
+            finally:
+                await client.aclose()
+
+        got = asyncio.run(scores())
     assert got.scores == {"x": None} and got.too_easy == []
     assert got.summary(0.8, False)["unscored"] == 1

@@ -144,18 +144,18 @@ def test_each_selection_is_credited_from_its_own_querys_rollouts(tmp_path):
     and b_1 = 0.3 · mean C over the valid ones."""
     from types import SimpleNamespace
 
-    from rubricforge.training.score import ScoreLoop, StepRecord
+    from rubricforge.training.score import ScoreLoop, ScoreStep
 
     cfg = Config.model_validate({"run_dir": str(tmp_path / "run"), "score": {"harness_every": 100}})
     loop = ScoreLoop(cfg, SimpleNamespace(cfg=cfg.llm), None)  # no LLM call at a step without a harness refresh
     chosen = {"weights": {"factuality": 1.0}, "primary": ["factuality"]}
-    loop.current = StepRecord(1, selections={"a": chosen, "b": chosen, "c": None}, answers={
+    loop.current = ScoreStep(1, selections={"a": chosen, "b": chosen, "c": None}, answers={
         "a": ["Tides follow the Moon.", "Tides follow the Moon."], "b": ["Volcanoes erupt from pressure.", ""],
         "c": ["Anything.", "Anything."]})
     advantages, metrics = loop.finish(None, ["a", "b", "c"])
     assert advantages == pytest.approx([1.0, 0.0, 0.0])
     assert metrics["score/r_eval"] == pytest.approx(0.5) and loop.baseline.value == pytest.approx(0.15)
-    loop.current = StepRecord(2, selections={"a": chosen, "b": chosen, "c": None}, answers={
+    loop.current = ScoreStep(2, selections={"a": chosen, "b": chosen, "c": None}, answers={
         "a": ["Same.", "Same."], "b": ["Same.", "Same."], "c": []})
     assert loop.finish(None, ["a", "b", "c"])[0] == pytest.approx([0.85, 0.85, -0.15])
 

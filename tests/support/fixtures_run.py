@@ -27,7 +27,8 @@ from pathlib import Path
 import yaml
 
 from rubricforge.config import Config
-from rubricforge.rundir import StageLog, atomic_write_json, atomic_write_text
+from rubricforge.io.files import atomic_write_json, atomic_write_text
+from rubricforge.io.stagelog import StageLog
 from rubricforge.schema import (Candidate, Criterion, EvidenceNode, EvidenceStatement, EvidenceTree, Passage,
                                 Verification)
 

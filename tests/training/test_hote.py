@@ -237,7 +237,7 @@ def test_a_flaw_every_response_shares_reaches_the_meta_rubrics(tmp_path, retire)
     import threading
     from types import SimpleNamespace
 
-    from rubricforge.training.hote import HoteRun, StepRecord
+    from rubricforge.training.hote import HoteRun, HoteStep
 
     dataset = tmp_path / "tasks.jsonl"
     dataset.write_text("".join(json.dumps({"id": f"t{i}", "question": f"Why does thing {i} happen?",
@@ -259,7 +259,7 @@ def test_a_flaw_every_response_shares_reaches_the_meta_rubrics(tmp_path, retire)
         answers = ["<think>x</think>\n<answer>It happens because of physics.</answer>"] * len(ids)
         rewards = run._on_loop(run._solver_reward([None] * len(ids), answers, ids))
         tr = run.bank.tasks["t0"]
-        _, rows = run._propose(1, tasks, StepRecord(1, [], [], {}))
+        _, rows = run._propose(1, tasks, HoteStep(1, [], [], {}))
         run._on_loop(run.client.aclose())
         meta_prompt = next(m["content"] for r in server.requests for m in r["messages"]
                            if "You analyse how a research agent failed" in r["messages"][0]["content"] and m["role"] == "user")

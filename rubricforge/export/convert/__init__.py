@@ -8,7 +8,7 @@ formats of plugins (entry-point group ``rubricforge.formats``, :mod:`rubricforge
 
 Files: ``.jsonl`` (one record a line), ``.json`` (an array), ``.parquet``, or a dataset folder / run directory
 (read as ``rubricforge reward score`` reads it). A record that cannot convert is skipped, counted by reason
-and written to the rejects file (:class:`~rubricforge.corpora.rejects.Rejects`); the output is written under
+and written to the rejects file (:class:`~rubricforge.io.rejects.Rejects`); the output is written under
 a temporary name and renamed, so a failed conversion leaves no half file, and a conversion that produced no row
 (an empty source, every record rejected) is a UserError that leaves the destination as it was. A source that is
 not UTF-8 text and a destination that is a folder are UserErrors too.
@@ -23,14 +23,14 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from rubricforge.corpora.rejects import Rejects
+from rubricforge.io.rejects import Rejects
 from rubricforge.errors import UserError
 from rubricforge.export.convert import (deeprubric, drb, drtulu, healthbench, openinstruct, rar, researchqa,
                                        researchrubrics, rubrichub, rubricforge, trl, verl, verlrubric)
 from rubricforge.extras import needs
 from rubricforge.plugins import added
-from rubricforge.rewards.inputs import read_rows, text_lines
-from rubricforge.rundir import atomic_write_text
+from rubricforge.io.datasets import read_rows, text_lines
+from rubricforge.io.files import atomic_write_text
 
 FORMATS: dict[str, ModuleType] = {m.NAME: m for m in (verlrubric, verl, openinstruct, drtulu, deeprubric, drb,
                                                      healthbench, researchrubrics, rubrichub, researchqa, rar, trl,

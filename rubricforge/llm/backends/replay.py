@@ -26,7 +26,7 @@ class ReplayBackend:
                 if not self.path:
                     raise UserError("a role uses the replay backend but llm.replay_path is not set",
                                     "set llm.replay_path to a recording made with llm.record_path")
-                self._entries = recording.load(self.path)
+                self._entries = recording.load_recording(self.path)
             return self._entries
 
     async def prepare(self, role: str, role_cfg: RoleConfig) -> None:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rubricforge.extras import needs
-from rubricforge.rundir import atomic_write_json
+from rubricforge.io.files import atomic_write_json
 from rubricforge.schema import KGEdge, Passage
 from rubricforge.text import clip, sentence_spans
 

@@ -50,7 +50,9 @@ from rubricforge.llm.client import transient_failures
 from rubricforge.llm.errors import Unavailable
 from rubricforge.pipelines.kg.graph import EntityResolver, build_graph, node_id, save_graph, title_links
 from rubricforge.pipelines.prompting import prompt_hashes
-from rubricforge.rundir import RunDir, StageLog, atomic_write_json, atomic_write_text, now, read_json
+from rubricforge.io.files import atomic_write_json, atomic_write_text, read_json
+from rubricforge.io.stagelog import StageLog
+from rubricforge.rundir import RunDir, now
 from rubricforge.schema import (KGExample, KGExtraction, KGFilterResults, KGLongform, KGPath, KGQuestion, Passage,
                                 Record)
 

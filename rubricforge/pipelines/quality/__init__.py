@@ -1,5 +1,5 @@
-"""Quality gates on a dataset's questions, run by the export before any file is written (docs/design.md: "verifier →
-quality gates (dedup, decontamination) → dataset"):
+"""Quality gates on a dataset's questions, run by the job's gate stage before the export (:mod:`rubricforge.jobs.gates`;
+docs/design.md: "verifier → quality gates → dataset"):
 
 * :mod:`.decontam` drops a question that shares a normalised n-gram (13 by default) with a benchmark prompt, or
   whose embedding is within a cosine threshold of one — DeepResearch Bench's 100 prompts ship with the package

@@ -64,7 +64,9 @@ from rubricforge.llm.errors import Unavailable
 from rubricforge.llm.limits import PRIORITY
 from rubricforge.pipelines.prompting import prompt_hashes
 from rubricforge.pipelines.tree.seeds import Seed, load_or_sample_seeds
-from rubricforge.rundir import RunDir, StageLog, atomic_write_json, now
+from rubricforge.io.files import atomic_write_json
+from rubricforge.io.stagelog import StageLog
+from rubricforge.rundir import RunDir, now
 from rubricforge.schema import Candidate, EvidenceTree, Verification
 from rubricforge.text import one_line
 

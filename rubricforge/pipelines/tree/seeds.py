@@ -22,7 +22,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from rubricforge.errors import UserError
-from rubricforge.rundir import atomic_write_json, read_json
+from rubricforge.io.files import atomic_write_json, read_json
 from rubricforge.schema import Passage
 
 SEEDS_FILE = "seeds.json"

@@ -37,7 +37,7 @@ def paired_cohens_d(deltas: Sequence[float], ddof: int = 1) -> float | None:
     return mean / sd if sd > SPREAD_TOLERANCE * max(abs(d) for d in deltas) else None
 
 
-def bootstrap_ci(deltas: Sequence[float], stat: Callable[[Sequence[float]], float | None], n_boot: int = 1000,
+def bootstrap_stat_ci(deltas: Sequence[float], stat: Callable[[Sequence[float]], float | None], n_boot: int = 1000,
                  level: float = 0.95, seed: int = 0) -> tuple[float, float] | None:
     """Percentile bootstrap interval of ``stat`` (resamples where it is undefined are skipped)."""
     if len(deltas) < 2:
@@ -68,6 +68,6 @@ def preference_metrics(scores: Sequence[tuple[float | None, float | None]], n_bo
     deltas = [c - r for c, r in scores if c is not None and r is not None]
     return PreferenceMetrics(
         n=len(deltas), unscored=len(scores) - len(deltas), ties=sum(d == 0 for d in deltas),
-        accuracy=preference_accuracy(deltas), accuracy_ci=bootstrap_ci(deltas, preference_accuracy, n_boot, seed=seed),
-        cohens_d=paired_cohens_d(deltas), cohens_d_ci=bootstrap_ci(deltas, paired_cohens_d, n_boot, seed=seed),
+        accuracy=preference_accuracy(deltas), accuracy_ci=bootstrap_stat_ci(deltas, preference_accuracy, n_boot, seed=seed),
+        cohens_d=paired_cohens_d(deltas), cohens_d_ci=bootstrap_stat_ci(deltas, paired_cohens_d, n_boot, seed=seed),
         mean_delta=statistics.fmean(deltas) if deltas else None)

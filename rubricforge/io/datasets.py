@@ -1,41 +1,19 @@
-"""Reading what `rubricforge reward` scores: a dataset of examples and a JSONL of agent responses.
+"""Dataset readers: the rows of an exported dataset folder (``data.jsonl``), a run directory
+(``dataset/data.jsonl``), a ``.jsonl`` or ``.parquet`` file, or a ``datasets.save_to_disk`` folder.
 
-Examples: an exported dataset folder (``data.jsonl``), a run directory (``dataset/data.jsonl``), a
-``.jsonl`` or ``.parquet`` file, or a ``datasets.save_to_disk`` folder; every row needs an ``id`` (rows of
-other formats get one from their converter, which ``reward score`` applies: DR Tulu rows have none).
-
-Responses: JSONL, one rollout a line: ``{"id": <example id>, "response": <string or chat messages>,
-"snippets": [<Snippet>, ...] (optional: the rollout's snippet store)}``, or DeepResearch Bench's reports
-``{"id", "prompt", "article"}``. A malformed line, or one whose
-id is not in the dataset, is skipped, counted and written to ``<responses>.rejects.jsonl``.
+:func:`load_examples` wants an ``id`` on every row (rows of other formats get one from their converter, which the
+caller passes as ``adapt``: DR Tulu rows have none).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rubricforge.corpora.rejects import Rejects
-from rubricforge.corpora.snippets import SnippetStore
-from rubricforge.errors import UserError, require_file
+from rubricforge.errors import UserError
 from rubricforge.extras import needs
-from rubricforge.schema import Snippet
-
-
-@dataclass
-class Response:
-    line: int  # 1-based line in the responses file: the response's identity
-    example_id: str
-    completion: str | list[dict[str, Any]]
-    snippets: SnippetStore | None
-
-    @property
-    def key(self) -> str:
-        return f"{self.example_id}#{self.line}"
-
 
 Adapt = Callable[[Path, list[Any]], tuple[list[dict[str, Any]], str | None]]
 
@@ -111,37 +89,3 @@ def _saved_dataset(path: Path) -> Iterator[Any]:
     if isinstance(data, DatasetDict):
         data = data["train"] if "train" in data else next(iter(data.values()))
     yield from data
-
-
-def load_responses(path: str | Path, examples: dict[str, dict[str, Any]], rejects: Rejects) -> list[Response]:
-    path = require_file(path, "responses file", 'pass a JSONL of {"id": <example id>, "response": ...} lines')
-    out = []
-    with path.open(encoding="utf-8") as fh:
-        n = 0
-        try:
-            for n, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    out.append(_response(n, json.loads(line), examples))
-                except (ValueError, TypeError) as exc:  # JSON, validation and shape errors
-                    rejects.add(path, n, str(exc).splitlines()[0], line.strip())
-        except UnicodeDecodeError:
-            raise UserError(f"responses file {path} is not UTF-8 text (near line {n + 1})",
-                            'pass a JSONL of {"id": <example id>, "response": ...} lines saved as UTF-8') from None
-    return out
-
-
-def _response(n: int, record: Any, examples: dict[str, dict[str, Any]]) -> Response:
-    if not isinstance(record, dict):
-        raise ValueError("a line must be a JSON object")
-    example_id = str(record.get("id", ""))
-    if example_id not in examples:
-        raise ValueError(f"id {example_id!r} is not in the dataset")
-    completion = record.get("response", record.get("article"))  # DeepResearch Bench's reports: {"id", "prompt", "article"}
-    if not isinstance(completion, (str, list)) or (isinstance(completion, list)
-                                                   and not all(isinstance(m, dict) for m in completion)):
-        raise ValueError("'response' must be a string or a list of chat messages")
-    snippets = record.get("snippets")
-    store = None if snippets is None else SnippetStore(Snippet.model_validate(s) for s in snippets)
-    return Response(n, example_id, completion, store)
