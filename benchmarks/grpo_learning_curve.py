@@ -26,6 +26,14 @@ docs/gpu.md). ``docs/results.md`` ("A GRPO learning curve on CPU") has the whole
     .venv/bin/python benchmarks/grpo_learning_curve.py --steps 40 --lr 3e-5 1e-5 --prompts 1 --group 4 \\
         --max-completion 24 --bf16 --work runs/bench-curve --svg docs/grpo-learning-curve.svg \\
         --md docs/grpo-learning-curve.md
+
+``--task content`` trains on content instead (docs/grpo-content-curve.md; ``docs/results.md``, "A content-reward GRPO
+curve on CPU"): :data:`MASKED` questions — an article's first sentence with its title masked, four titles to choose
+from (:func:`content_questions`, seeded; ``--held-out`` other articles held out) — scored by ``answer_f1`` (token F1
+of the closed ``<answer>`` against the title; no judge). The gold judge of ``train grpo``
+(:mod:`rubricforge.evaluation.gold`) answers the held-out questions greedily at step 0 and every ``--gold-every``
+steps (exact match and F1 per question, the alarm's probes scored with ``answer_f1``); ``--md`` pairs the trained
+run against the control question by question. ``--base-rate``: only the untrained policy's held-out answers.
 """
 
 from __future__ import annotations
@@ -201,6 +209,11 @@ def run(args: argparse.Namespace, work: Path, dataset: Path, policy: Path, lr: f
     clock: dict[str, float] = {}
 
     class Curve(TrainerCallback):
+        def on_train_begin(self, a, state, control, model=None, **kw):
+            gold = [c for c in grpo.trainer.callback_handler.callbacks if type(c).__name__ == "GoldJudge"]
+            if gold and state.global_step == 0:  # the untrained policy's held-out answers: the step-0 point
+                gold[0].evaluate(a, state, model)
+
         def on_step_begin(self, a, state, control, **kw):
             clock["t0"] = time.perf_counter()
 
@@ -279,9 +292,9 @@ def gold_mean(entry: dict[str, Any], metric: str) -> float:
     return statistics.fmean(got) if got else 0.0
 
 
-def gold_summary(gold: dict[str, list[dict[str, Any]]]) -> list[str]:
+def gold_summary(gold: dict[str, list[dict[str, Any]]], answers: dict[str, str]) -> list[str]:
     """The held-out gold evaluations per run and step (EM, F1, probe shares), then trained minus control on the
-    held-out questions at their last shared evaluation, paired by question, and a few held-out answers."""
+    held-out questions at each evaluation, paired by question, and the held-out answers (``answers``: id -> gold)."""
     from rubricforge.evaluation.gold import ALARM_PROBES
 
     runs = list(gold)
@@ -303,25 +316,37 @@ def gold_summary(gold: dict[str, list[dict[str, Any]]]) -> list[str]:
         lines.append(f"| {step} | " + " | ".join(cells) + " |")
     control = by_step.get("0", {})
     for lr in runs:
-        shared = sorted(set(by_step[lr]) & set(control))
-        if lr == "0" or not shared:
+        steps = sorted(st for st in by_step[lr] if st > 0)
+        if lr == "0" or not steps:
             continue
-        last = shared[-1]
-        for metric in ("exact.f1", "exact.em"):
-            d = paired({t["id"]: t[metric] for t in control[last]["per_task"]},
-                       {t["id"]: t[metric] for t in by_step[lr][last]["per_task"]})
-            lines += ["", f"Held-out {metric} at step {last}, learning rate {lr} minus the control, paired by question "
-                          f"(n = {d['n']}): {d['diff']:+.3f} (95% bootstrap CI {d['ci_low']:+.3f} to {d['ci_high']:+.3f}; "
-                          f"trained higher on {d['wins']}, equal on {d['ties']}, lower on {d['losses']}; sign test "
-                          f"p = {d['sign_p']:.3f})."]
-        first, final = gold[lr][0], by_step[lr][last]
-        said = [f"{t['id']}: {json.dumps(a0, ensure_ascii=False)[:60]} → {json.dumps(a1, ensure_ascii=False)[:60]}"
-                for t, a0, a1 in list(zip(final["per_task"], first["answers"], final["answers"], strict=True))[:6]]
-        lines += ["", f"Held-out answers, learning rate {lr}, step {first['step']} → step {last}: " + " · ".join(said)]
+        untrained = by_step[lr].get(0)  # what the control answers at every step: at lr 0 no weight moves
+        lines += ["", f"Learning rate {lr} minus the control on the held-out questions, paired by question (95% "
+                      "bootstrap CI; wins / ties / losses of the trained run; sign test). Where the control has no "
+                      "evaluation at that step, the control is the run's own step-0 evaluation: at learning rate 0 no "
+                      "weight moves and greedy decoding is deterministic, so the control answers exactly that at "
+                      "every step.", "", "| step | control from | EM difference | F1 difference |", "|---|---|---|---|"]
+        for step in steps:
+            base, where = (control[step], "control run") if step in control else (untrained, "step 0")
+            if base is None:
+                continue
+            cells = []
+            for metric in ("exact.em", "exact.f1"):
+                d = paired({t["id"]: t[metric] for t in base["per_task"]},
+                           {t["id"]: t[metric] for t in by_step[lr][step]["per_task"]})
+                cells.append(f"{d['diff']:+.3f} ({d['ci_low']:+.3f} to {d['ci_high']:+.3f}; {d['wins']}/{d['ties']}/"
+                             f"{d['losses']}; p = {d['sign_p']:.3f})")
+            lines.append(f"| {step} | {where} | {cells[0]} | {cells[1]} |")
+        first, final = gold[lr][0], by_step[lr][steps[-1]]
+        said = [f"{t['id']} (gold: {answers.get(t['id'], '?')}): {json.dumps(a0, ensure_ascii=False)[:70]} → "
+                f"{json.dumps(a1, ensure_ascii=False)[:70]}"
+                for t, a0, a1 in zip(final["per_task"], first["answers"], final["answers"], strict=True)]
+        lines += ["", f"Held-out answers, learning rate {lr}, step {first['step']} → step {steps[-1]}:", "",
+                  *(f"- {x}" for x in said)]
     return lines
 
 
-def summary(out: dict[str, Any], args: argparse.Namespace, gold: dict[str, list[dict[str, Any]]] | None = None) -> str:
+def summary(out: dict[str, Any], args: argparse.Namespace, gold: dict[str, list[dict[str, Any]]] | None = None,
+            answers: dict[str, str] | None = None) -> str:
     """The Markdown numbers: per run the first and last ten steps' mean reward, its format components and
     length (from TRL's log lines), s/step, tokens/s, peak memory; then trained minus control, paired by step."""
     def mean(rows: list[dict[str, Any]], key: str) -> float:
@@ -368,7 +393,7 @@ def summary(out: dict[str, Any], args: argparse.Namespace, gold: dict[str, list[
                       f"{d['diff']:+.3f} (95% bootstrap CI {d['ci_low']:+.3f} to {d['ci_high']:+.3f}; trained higher "
                       f"at {d['wins']} steps, equal at {d['ties']}, lower at {d['losses']}; sign test p = {d['sign_p']:.3f})."]
     if gold:
-        lines += gold_summary(gold)
+        lines += gold_summary(gold, answers or {})
     for lr, rows in out.items():
         for r in (rows[0], rows[-1]):
             said = " · ".join(json.dumps(c, ensure_ascii=False)[:120] for c in r.get("completions", [])[:4])
@@ -431,20 +456,28 @@ def main() -> None:
             for lr in (*args.lr, 0.0) if gold_file(work, lr).exists()}
     if args.svg:
         svg(out, Path(args.svg), args.prompts * args.group, gold=gold)
-    text = summary(out, args, gold)
+    questions_file = work / "questions.jsonl"
+    answers = {r["id"]: r.get("answer", "") for r in map(json.loads, questions_file.read_text(encoding="utf-8").splitlines())
+               } if questions_file.exists() else {}
+    text = summary(out, args, gold, answers)
     print(text)
     if args.md:
         Path(args.md).parent.mkdir(parents=True, exist_ok=True)
         md = Path(args.md)
         plot = f"![each run's mean reward per step]({Path(args.svg).name})\n\n" if args.svg else ""
         lrs = " ".join(f"{lr:g}" for lr in args.lr)
+        content = (f" --task content --questions {args.questions} --held-out {args.held_out} --gold-every "
+                   f"{args.gold_every}" if args.task == "content" else "")
         command = (f"python benchmarks/grpo_learning_curve.py --preset {args.preset} --steps {args.steps} --lr {lrs} "
                    f"--prompts {args.prompts} "
                    f"--group {args.group} --max-completion {args.max_completion} --reward {args.reward}"
-                   f"{' --bf16' if args.bf16 else ''} --seed {args.seed} --svg {args.svg} --md {args.md}")
+                   f"{' --bf16' if args.bf16 else ''} --seed {args.seed}"
+                   f"{content} --svg {args.svg} --md {args.md}")
         where = "CPU" if args.preset == "cpu" else "a GPU"
-        shows = "; [what the run shows](results.md#a-grpo-learning-curve-on-cpu)" if args.preset == "cpu" else ""
-        md.write_text(f"# GRPO learning curve on {where}\n\n{plot}Made by `{command}` "
+        title, anchor = (("GRPO content-reward curve", "a-content-reward-grpo-curve-on-cpu") if args.task == "content"
+                         else ("GRPO learning curve", "a-grpo-learning-curve-on-cpu"))
+        shows = f"; [what the run shows](results.md#{anchor})" if args.preset == "cpu" else ""
+        md.write_text(f"# {title} on {where}\n\n{plot}Made by `{command}` "
                       f"(`benchmarks/grpo_learning_curve.py`{shows}).\n\n{text}", encoding="utf-8")
 
 
