@@ -41,3 +41,19 @@ def test_content_questions_hold_out_other_articles_and_offer_the_answer_among_ot
         assert "___" in sentence and r["answer"] in options and len(set(options)) == 4
         assert not {w for w in tokens(r["answer"]) if len(w) >= 4} & set(tokens(sentence)), r  # the answer is masked
     assert bench.content_questions(tmp_path / "again.jsonl", n=12, held=6, seed=0).read_text() == path.read_text()
+
+
+def test_the_held_out_comparison_pairs_each_evaluation_with_the_control_or_step_0():
+    bench = _benchmark()
+
+    def evaluation(step, em):
+        return {"step": step, "per_task": [{"id": f"q{k}", "exact.em": v, "exact.f1": v} for k, v in enumerate(em)],
+                "answers": [str(v) for v in em], "probes": {"refusal": 1 - sum(em) / len(em)}}
+
+    trained = [evaluation(0, [0, 0, 1, 1]), evaluation(10, [1, 1, 1, 1]), evaluation(20, [1, 1, 1, 0])]
+    lines = bench.gold_summary({"1e-05": trained, "0": [evaluation(20, [0, 0, 1, 1])]}, {"q0": "Spring"})
+    rows = {line.split(" | ")[0]: line for line in lines if line.startswith("| 10 |") or line.startswith("| 20 |")}
+    # step 10: no control evaluation there, so the step-0 answers stand in for it (lr 0 moves no weight)
+    assert "| 10 | step 0 | +0.500" in rows["| 10"] and "2/2/0" in rows["| 10"]
+    assert "| 20 | control run | +0.250" in rows["| 20"]
+    assert "- q0 (gold: Spring): \"0\" → \"1\"" in lines
