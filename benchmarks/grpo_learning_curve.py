@@ -29,10 +29,11 @@ docs/gpu.md). ``docs/results.md`` ("A GRPO learning curve on CPU") has the whole
 
 ``--task content`` trains on content instead (docs/grpo-content-curve.md; ``docs/results.md``, "A content-reward GRPO
 curve on CPU"): :data:`MASKED` questions — an article's first sentence with its title masked, four titles to choose
-from (:func:`content_questions`, seeded; ``--held-out`` other articles held out) — scored by ``answer_f1`` (token F1
-of the closed ``<answer>`` against the title; no judge). The gold judge of ``train grpo``
+from (:func:`content_questions`, seeded; ``--held-out`` other articles held out) — scored by ``answer_em`` (exact
+match of the closed ``<answer>`` with the title; no judge; ``answer_f1``'s partial credit paid for restating the
+sentence, see the account). The gold judge of ``train grpo``
 (:mod:`rubricforge.evaluation.gold`) answers the held-out questions greedily at step 0 and every ``--gold-every``
-steps (exact match and F1 per question, the alarm's probes scored with ``answer_f1``); ``--md`` pairs the trained
+steps (exact match and F1 per question, the alarm's probes scored with the training reward); ``--md`` pairs the trained
 run against the control question by question. ``--base-rate``: only the untrained policy's held-out answers.
 """
 
@@ -147,7 +148,10 @@ def config(args: argparse.Namespace, work: Path, lr: float) -> Config:
                                 "model_init_kwargs": {"dtype": "float32"},
                                 # at learning rate 0 no optimiser moves a weight; SGD keeps no state (Adam's two FP32
                                 # moments are 4 GB for the 0.5B: both runs at once would not fit in 24 GB)
-                                **({"optim": "sgd"} if lr == 0 else {})}}})
+                                **({"optim": "sgd"} if lr == 0 else {}),
+                                # β1 = 0: a step whose groups all scored alike (gradient 0) moves no weight; with
+                                # momentum, AdamW keeps moving along the last gradients (--task content's collapse)
+                                **({"adam_beta1": args.adam_beta1} if args.adam_beta1 is not None else {})}}})
 
 
 def base_rate(args: argparse.Namespace, dataset: Path, policy: Path) -> str:
@@ -357,8 +361,9 @@ def summary(out: dict[str, Any], args: argparse.Namespace, gold: dict[str, list[
     lines = [f"Settings: policy {args.policy_name}, {args.steps} steps a run (the table says how many each run "
              f"recorded), {args.prompts} question(s) x G={args.group} "
              f"rollouts per step, responses up to {args.max_completion} tokens, no-tool mode, reward "
-             f"`{args.reward}`{' (no judge: 0 judge calls per step)' if args.reward in ('format', 'answer_f1') else ''}, "
-             f"FP32 weights{' under BF16 autocast' if args.bf16 else ''}, AdamW (the control: SGD at learning rate 0, "
+             f"`{args.reward}`{' (no judge: 0 judge calls per step)' if args.reward in ('format', 'answer_f1', 'answer_em') else ''}, "
+             f"FP32 weights{' under BF16 autocast' if args.bf16 else ''}, AdamW"
+             f"{f' with β1 = {args.adam_beta1:g}' if args.adam_beta1 is not None else ''} (the control: SGD at learning rate 0, "
              f"so no weight moves), seed {args.seed}. First and last {window} steps overlap in a run that recorded "
              f"fewer than {2 * window}.", "",
              f"| learning rate | steps | reward, {f} | reward, {la} | `<think>` closed, {f} / {la} | "
@@ -416,10 +421,11 @@ def main() -> None:
     p.add_argument("--max-completion", type=int, default=160)
     p.add_argument("--task", choices=("format", "content"), default="format",
                    help="format: 'What is <title>?' under the format reward; content: masked-title questions with an "
-                        "answer, scored by answer_f1, with the gold evaluation and probes on held-out questions")
-    p.add_argument("--reward", help="train.reward (default: format for --task format, answer_f1 for content)")
+                        "answer, scored by answer_em, with the gold evaluation and probes on held-out questions")
+    p.add_argument("--reward", help="train.reward (default: format for --task format, answer_em for content)")
     p.add_argument("--held-out", type=int, default=16, help="content: held-out questions (other articles)")
     p.add_argument("--gold-every", type=int, default=10, help="content: gold evaluation every this many steps")
+    p.add_argument("--adam-beta1", type=float, help="AdamW's β1 for the trained runs (default 0.9; 0: no momentum)")
     p.add_argument("--threads", type=int, help="torch threads per process (e.g. 1 per arm when two arms share cores)")
     p.add_argument("--base-rate", action="store_true", help="content: only the untrained policy's held-out answers")
     p.add_argument("--checkpointing", action="store_true", help="activation checkpointing (less memory, slower)")
@@ -430,7 +436,7 @@ def main() -> None:
     p.add_argument("--svg", help="write the plot here")
     p.add_argument("--md", help="write the numbers here (Markdown)")
     args = p.parse_args()
-    args.reward = args.reward or {"format": "format", "content": "answer_f1"}[args.task]
+    args.reward = args.reward or {"format": "format", "content": "answer_em"}[args.task]
     if args.threads:
         import torch
 
@@ -471,8 +477,9 @@ def main() -> None:
         command = (f"python benchmarks/grpo_learning_curve.py --preset {args.preset} --steps {args.steps} --lr {lrs} "
                    f"--prompts {args.prompts} "
                    f"--group {args.group} --max-completion {args.max_completion} --reward {args.reward}"
-                   f"{' --bf16' if args.bf16 else ''} --seed {args.seed}"
-                   f"{content} --svg {args.svg} --md {args.md}")
+                   f"{' --bf16' if args.bf16 else ''}"
+                   f"{f' --adam-beta1 {args.adam_beta1:g}' if args.adam_beta1 is not None else ''} --seed {args.seed}"
+                   f"{content}{f' --threads {args.threads}' if args.threads else ''} --svg {args.svg} --md {args.md}")
         where = "CPU" if args.preset == "cpu" else "a GPU"
         title, anchor = (("GRPO content-reward curve", "a-content-reward-grpo-curve-on-cpu") if args.task == "content"
                          else ("GRPO learning curve", "a-grpo-learning-curve-on-cpu"))

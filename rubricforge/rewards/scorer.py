@@ -15,8 +15,8 @@ top of the LLM cache (re-scoring a rollout later costs no judge call). Columns u
   ``tense``) reads only the report;
 * Search-RL (MindDR §5.2): ``question``, ``answer``, ``answer_aliases`` (optional), ``key_entities``
   (the KG export's columns);
-* exact answers: ``answer_f1`` is the SQuAD token F1 of the final answer against ``answer`` and
-  ``answer_aliases`` (:mod:`rubricforge.evaluation.exact`; no judge);
+* exact answers: ``answer_f1`` / ``answer_em`` are the SQuAD token F1 / normalised exact match of the final
+  answer against ``answer`` and ``answer_aliases`` (:mod:`rubricforge.evaluation.exact`; no judge);
 * preference-trained rubrics (Prefs §3.4 "Reward Assignment"): ``pref_rubric`` is S(r|y) of the answer under the row's ``rubrics``
   (e.g. written per query by a trained generator with ``rubricforge rubrics generate``), C.2 judge on 1–10.
 
@@ -359,15 +359,26 @@ class RewardScorer:
 
     # ------------------------------------------------------------ exact answers (no judge)
 
-    @implements("answer_f1")
-    async def _answer_f1(self, rollout: Rollout) -> dict[str, Any]:
-        """Token F1 (and exact match, as a detail) of the closed ``<answer>`` against the row's answer and aliases,
-        the best over them; a rollout without a closed answer scores 0."""
+    def _exact(self, rollout: Rollout) -> dict[str, float]:
+        """``{"em", "f1"}`` of the closed ``<answer>`` against the row's answer and aliases, the best over them;
+        a rollout without a closed answer scores 0 on both."""
         answer = self._trajectory(rollout).answer
         if answer is None:
-            return {"value": 0.0, "em": 0.0}
-        got = exact_scores(answer, [str(rollout.column("answer")), *map(str, rollout.example.get("answer_aliases") or [])])
+            return {"em": 0.0, "f1": 0.0}
+        return exact_scores(answer, [str(rollout.column("answer")), *map(str, rollout.example.get("answer_aliases") or [])])
+
+    @implements("answer_f1")
+    async def _answer_f1(self, rollout: Rollout) -> dict[str, Any]:
+        """Token F1 of the closed answer (:meth:`_exact`): partial credit, so text that restates the question's
+        words around the answer earns some."""
+        got = self._exact(rollout)
         return {"value": got["f1"], "em": got["em"]}
+
+    @implements("answer_em")
+    async def _answer_em(self, rollout: Rollout) -> dict[str, Any]:
+        """Exact match of the closed answer (:meth:`_exact`): no partial credit."""
+        got = self._exact(rollout)
+        return {"value": got["em"], "f1": got["f1"]}
 
 
 def _race_rubrics(rollout: Rollout) -> RaceRubrics:

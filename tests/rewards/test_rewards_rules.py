@@ -453,15 +453,15 @@ def test_scheduler_missing_metric_and_resume():
         resumed.load_state_dict({"weights": {}})
 
 
-@pytest.mark.parametrize("completion, expected", [
-    ("<think>blank is a planet</think><answer>The planet Mercury</answer>", 2 * (1 / 2) * 1 / (1 / 2 + 1)),
-    ("<think>x</think><answer>mercury.</answer>", 1.0),  # SQuAD normalisation: case and punctuation
-    ("<think>x</think><answer>Hermes</answer>", 1.0),  # an alias
-    ("<think>x</think><answer>Venus</answer>", 0.0),
-    ("Mercury", 0.0),  # no answer tag: 0, however right the text
-    ("<think>x</think><answer>Mercury", 0.0),  # an unclosed answer
+@pytest.mark.parametrize("completion, f1, em", [
+    ("<think>blank is a planet</think><answer>The planet Mercury</answer>", 2 * (1 / 2) * 1 / (1 / 2 + 1), 0.0),
+    ("<think>x</think><answer>mercury.</answer>", 1.0, 1.0),  # SQuAD normalisation: case, punctuation, articles
+    ("<think>x</think><answer>Hermes</answer>", 1.0, 1.0),  # an alias
+    ("<think>x</think><answer>Venus</answer>", 0.0, 0.0),
+    ("Mercury", 0.0, 0.0),  # no answer tag: 0, however right the text
+    ("<think>x</think><answer>Mercury", 0.0, 0.0),  # an unclosed answer
 ])
-def test_answer_f1_scores_the_closed_answer_against_the_answer_and_aliases(tmp_path, completion, expected):
+def test_answer_f1_and_em_score_the_closed_answer_against_the_answer_and_aliases(tmp_path, completion, f1, em):
     import asyncio
 
     from rubricforge.config import Config
@@ -470,5 +470,6 @@ def test_answer_f1_scores_the_closed_answer_against_the_answer_and_aliases(tmp_p
 
     cfg = Config.model_validate({"llm": {"cache_path": str(tmp_path / "c.sqlite")}})
     example = {"id": "q", "question": "Fill the blank.", "answer": "Mercury", "answer_aliases": ["Hermes"]}
-    got = asyncio.run(RewardScorer(cfg, LLMClient(cfg.llm)).component("answer_f1", Rollout(example, completion)))
-    assert got == pytest.approx(expected)
+    scorer = RewardScorer(cfg, LLMClient(cfg.llm))
+    got = {name: asyncio.run(scorer.component(name, Rollout(example, completion))) for name in ("answer_f1", "answer_em")}
+    assert got == {"answer_f1": pytest.approx(f1), "answer_em": em}
