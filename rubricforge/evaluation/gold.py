@@ -21,7 +21,8 @@ gold judge's score fell).
   training reward, and the probe's share is the share of tasks where the variant scores at least the answer.
 * **Curves**: each evaluation appends its own entry to ``trainer.state.log_history`` — ``gold/score``,
   ``gold/unscored``, ``gold/train_reward`` (the mean training ``reward`` logged since the previous evaluation, else
-  the last one logged) and ``probe/<name>`` — and one line to ``<output_dir>/gold.jsonl``.
+  the last one logged) and ``probe/<name>`` — and one line to ``<output_dir>/gold.jsonl``, which also holds each
+  task's metrics (``per_task``, for a paired comparison of two runs) and the answer text scored (``answers``).
 * **Hacking-onset warnings**: (:func:`diverging`) over the last :data:`WINDOW` evaluations the training reward rose
   by more than :data:`MIN_DELTA` while the gold score fell by more than :data:`MIN_DELTA` (each last value against
   the first of the window; the onset is the window's first step); or a probe's share rose above
@@ -110,8 +111,9 @@ def held_out(cfg: Config, rows: list[dict[str, Any]], dataset: str | Path) -> tu
 
 
 async def gold_scores(llm: LLMConfig, tasks: Sequence[dict[str, Any]], reports: Sequence[str],
-                      judge_mode: str) -> list[float | None]:
-    """Each report's headline metric under its task's automatic scorer, by the gold judge (None: unscored)."""
+                      judge_mode: str) -> list[dict[str, float | None]]:
+    """Each report's metrics under its task's automatic scorer, by the gold judge (the first is the headline;
+    a None value: unscored)."""
     from rubricforge.evaluation.scorers import score
     from rubricforge.evaluation.tasks import scorers_for
     from rubricforge.llm import LLMClient
@@ -120,10 +122,10 @@ async def gold_scores(llm: LLMConfig, tasks: Sequence[dict[str, Any]], reports: 
     client = LLMClient(llm)
     judge = Judge(client)
 
-    async def one(task: dict[str, Any], report: str) -> float | None:
+    async def one(task: dict[str, Any], report: str) -> dict[str, float | None]:
         name = scorers_for(task, None)[0]
         got = await score(name, judge, task, report, task.get("reference_report") or None, judge_mode)  # type: ignore[arg-type]
-        return next(iter(got["metrics"].values()))
+        return dict(got["metrics"])
 
     try:
         return list(await asyncio.gather(*(one(t, r) for t, r in zip(tasks, reports, strict=True))))
@@ -211,7 +213,9 @@ def gold_callback(cfg: Config, tasks: list[dict[str, Any]], reply: Callable[[Any
             step = state.global_step
             tokens = getattr(args, "max_completion_length", None) or cfg.train.max_new_tokens
             replies = [reply(model, no_tool_prompt(str(t.get("question") or "")), tokens) for t in tasks]
-            scores = asyncio.run(gold_scores(llm, tasks, [report_text(r) for r in replies], cfg.reward.judge_mode))
+            answers = [report_text(r) for r in replies]
+            metrics = asyncio.run(gold_scores(llm, tasks, answers, cfg.reward.judge_mode))
+            scores = [next(iter(m.values()), None) for m in metrics]
             shares = asyncio.run(probe_shares(cfg, reward, tasks, replies)) if reward is not None else {}
             scored = [s for s in scores if s is not None]
             before = self.series[-1]["step"] if self.series else 0
@@ -226,6 +230,8 @@ def gold_callback(cfg: Config, tasks: list[dict[str, Any]], reply: Callable[[Any
             record: dict[str, Any] = {"step": step, "train_reward": entry["gold/train_reward"],
                                       "gold": entry["gold/score"], "tasks": len(tasks),
                                       "unscored": len(scores) - len(scored), "judge": judge_model,
+                                      "per_task": [{"id": t.get("id"), **m} for t, m in zip(tasks, metrics, strict=True)],
+                                      "answers": answers,
                                       **({"probes": shares, "probe_reward": reward} if shares else {})}
             warnings = []
             series = self.series

@@ -180,6 +180,9 @@ REWARDS: tuple[RewardSpec, ...] = (
     RewardSpec("orm", "search_rl", ("question", "answer"), "MindDR", "§5.2"),
     RewardSpec("search_rl", "search_rl", ("question", "answer", "key_entities"), "MindDR", "Eq. 9"),
     RewardSpec("pref_rubric", "prefs", ("question", "rubrics"), "Prefs", "Eq. 2"),
+    # no paper's RL reward: the SQuAD token F1 that MindDR and BrowseComp report, as a judge-free content reward
+    RewardSpec("answer_f1", "exact", ("answer",), "SQuAD", "token F1 against `answer` / `answer_aliases`"),
+    RewardSpec("answer_em", "exact", ("answer",), "SQuAD", "normalised exact match against `answer` / `answer_aliases`"),
 )
 ALL: tuple[str, ...] = tuple(r.name for r in REWARDS)
 GROUPS: dict[str, tuple[str, ...]] = {

@@ -15,6 +15,8 @@ top of the LLM cache (re-scoring a rollout later costs no judge call). Columns u
   ``tense``) reads only the report;
 * Search-RL (MindDR §5.2): ``question``, ``answer``, ``answer_aliases`` (optional), ``key_entities``
   (the KG export's columns);
+* exact answers: ``answer_f1`` / ``answer_em`` are the SQuAD token F1 / normalised exact match of the final
+  answer against ``answer`` and ``answer_aliases`` (:mod:`rubricforge.evaluation.exact`; no judge);
 * preference-trained rubrics (Prefs §3.4 "Reward Assignment"): ``pref_rubric`` is S(r|y) of the answer under the row's ``rubrics``
   (e.g. written per query by a trained generator with ``rubricforge rubrics generate``), C.2 judge on 1–10.
 
@@ -37,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from rubricforge.config import Config
 from rubricforge.errors import UserError
+from rubricforge.evaluation.exact import exact_scores
 from rubricforge.rewards.minddr import alignment, report_rules, search_rl
 from rubricforge.rewards.deeprubric.citation_reward import citation_reward
 from rubricforge.rewards.deeprubric.composite import composite
@@ -353,6 +356,29 @@ class RewardScorer:
         got = search_rl.search_rl_reward(self._trajectory(rollout), self._entities(rollout), orm["value"],
                                          self.scheduler.weights)
         return {"value": got.total, **{k: v for k, v in asdict(got).items() if k != "total"}}
+
+    # ------------------------------------------------------------ exact answers (no judge)
+
+    def _exact(self, rollout: Rollout) -> dict[str, float]:
+        """``{"em", "f1"}`` of the closed ``<answer>`` against the row's answer and aliases, the best over them;
+        a rollout without a closed answer scores 0 on both."""
+        answer = self._trajectory(rollout).answer
+        if answer is None:
+            return {"em": 0.0, "f1": 0.0}
+        return exact_scores(answer, [str(rollout.column("answer")), *map(str, rollout.example.get("answer_aliases") or [])])
+
+    @implements("answer_f1")
+    async def _answer_f1(self, rollout: Rollout) -> dict[str, Any]:
+        """Token F1 of the closed answer (:meth:`_exact`): partial credit, so text that restates the question's
+        words around the answer earns some."""
+        got = self._exact(rollout)
+        return {"value": got["f1"], "em": got["em"]}
+
+    @implements("answer_em")
+    async def _answer_em(self, rollout: Rollout) -> dict[str, Any]:
+        """Exact match of the closed answer (:meth:`_exact`): no partial credit."""
+        got = self._exact(rollout)
+        return {"value": got["em"], "f1": got["f1"]}
 
 
 def _race_rubrics(rollout: Rollout) -> RaceRubrics:

@@ -17,6 +17,7 @@ import yaml
 from rubricforge.config import Config
 from rubricforge.errors import UserError
 from rubricforge.evaluation.gold import diverging, gold_llm, held_out
+from rubricforge.evaluation.tasks import report_text
 from rubricforge.testing import FakeOpenAI, Reply
 from support.llm_fakes import litellm_llm_config
 from support.paths import EXAMPLES
@@ -249,6 +250,10 @@ def test_the_callback_fires_on_its_own_count_of_steps_and_warns_at_the_onset(tmp
     assert [h["probe/refusal"] for h in evaluated] == [0.0, 0.0, 1.0, 1.0]
     lines = [json.loads(line) for line in (tmp_path / "out" / "gold.jsonl").read_text().splitlines()]
     assert [line["probes"]["refusal"] for line in lines] == [0.0, 0.0, 1.0, 1.0]
+    # each task's metrics (the headline first) and the answer scored, so two runs can be compared question by question
+    assert [[(t["id"], next(iter(v for k, v in t.items() if k != "id"))) for t in line["per_task"]] for line in lines] == [
+        [("held", 1.0)], [("held", 1.0)], [("held", 0.0)], [("held", 0.0)]]
+    assert lines[0]["answers"] == [report_text(GOOD)] and lines[2]["answers"] == [report_text(SOUP)]
     assert ["warning" in line for line in lines] == [False, False, True, True]
     assert "probe refusal began to win at step 6" in lines[2]["warning"]
     assert "probe refusal" not in lines[3]["warning"]  # said once, at the onset

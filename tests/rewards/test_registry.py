@@ -50,5 +50,5 @@ def test_the_scorer_computes_every_registered_reward_and_no_other():
     methods = {name[1:] for name, fn in vars(RewardScorer).items()
                if name.startswith("_") and not name.startswith("__") and inspect.iscoroutinefunction(fn)}
     assert methods - {"once"} == set(ALL) == set(COLUMNS)
-    assert set(GROUPS) == {"deeprubric", "hote", "report", "search_rl", "prefs", "all"} and GROUPS["all"] == ALL
+    assert set(GROUPS) == {"deeprubric", "hote", "report", "search_rl", "prefs", "exact", "all"} and GROUPS["all"] == ALL
     assert sorted(n for g, names in GROUPS.items() if g != "all" for n in names) == sorted(ALL)  # one group each

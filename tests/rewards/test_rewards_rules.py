@@ -451,3 +451,25 @@ def test_scheduler_missing_metric_and_resume():
     assert resumed.update(2, m) == Weights(0.2, 0.3, 0.5, 0.0)  # the streak carried over
     with pytest.raises(ValueError):
         resumed.load_state_dict({"weights": {}})
+
+
+@pytest.mark.parametrize("completion, f1, em", [
+    ("<think>blank is a planet</think><answer>The planet Mercury</answer>", 2 * (1 / 2) * 1 / (1 / 2 + 1), 0.0),
+    ("<think>x</think><answer>mercury.</answer>", 1.0, 1.0),  # SQuAD normalisation: case, punctuation, articles
+    ("<think>x</think><answer>Hermes</answer>", 1.0, 1.0),  # an alias
+    ("<think>x</think><answer>Venus</answer>", 0.0, 0.0),
+    ("Mercury", 0.0, 0.0),  # no answer tag: 0, however right the text
+    ("<think>x</think><answer>Mercury", 0.0, 0.0),  # an unclosed answer
+])
+def test_answer_f1_and_em_score_the_closed_answer_against_the_answer_and_aliases(tmp_path, completion, f1, em):
+    import asyncio
+
+    from rubricforge.config import Config
+    from rubricforge.llm import LLMClient
+    from rubricforge.rewards.scorer import RewardScorer, Rollout
+
+    cfg = Config.model_validate({"llm": {"cache_path": str(tmp_path / "c.sqlite")}})
+    example = {"id": "q", "question": "Fill the blank.", "answer": "Mercury", "answer_aliases": ["Hermes"]}
+    scorer = RewardScorer(cfg, LLMClient(cfg.llm))
+    got = {name: asyncio.run(scorer.component(name, Rollout(example, completion))) for name in ("answer_f1", "answer_em")}
+    assert got == {"answer_f1": pytest.approx(f1), "answer_em": em}
