@@ -18,7 +18,8 @@ gold judge's score fell).
   gold score is the mean over the scored tasks (unscored ones are counted, never 0).
 * **Probes**: for ``train grpo`` and ``hote`` the same answers meet the fixed probe set :data:`ALARM_PROBES`
   (:mod:`rubricforge.rewards.probes`): each probe's variant of the answer and the answer are scored with the
-  training reward, and the probe's share is the share of tasks where the variant scores at least the answer.
+  training reward, and the probe's share is the share of tasks where the variant scores at least the answer and
+  more than 0 (a wrong answer and a refusal that both score 0 under an exact-answer reward are no probe winning).
 * **Curves**: each evaluation appends its own entry to ``trainer.state.log_history`` — ``gold/score``,
   ``gold/unscored``, ``gold/train_reward`` (the mean training ``reward`` logged since the previous evaluation, else
   the last one logged) and ``probe/<name>`` — and one line to ``<output_dir>/gold.jsonl``, which also holds each
@@ -152,7 +153,8 @@ async def probe_shares(cfg: Config, reward: str, tasks: Sequence[dict[str, Any]]
             return None
         honest, got = await asyncio.gather(scorer.component(reward, Rollout(example, reply)),
                                            scorer.component(reward, Rollout(variant.example, variant.completion)))
-        return None if honest is None or got is None else P.wins(probe, honest, got)
+        # a tie at nothing is no win: an exact-answer reward gives a wrong answer and every probe 0
+        return None if honest is None or got is None else P.wins(probe, honest, got) and got > P.TIE
 
     try:
         out: dict[str, float | None] = {}

@@ -203,7 +203,7 @@ def _by_content(body) -> Reply:
     """A judge (gold or training) that scores a criterion 4 when the answer speaks of erosion in a sentence, else 0."""
     prompt = "\n".join(str(m.get("content", "")) for m in body["messages"])
     answer = prompt.rsplit("<response>", 1)[1].split("</response>", 1)[0] if "<response>" in prompt else ""
-    return Reply(json.dumps({"score": 4 if "erosion" in answer and "." in answer else 0}))
+    return Reply(json.dumps({"score": 4 if "erosion" in answer and "." in answer else 2 if "erosion" in answer else 0}))
 
 
 GOOD = "<think>Glaciers move.</think>\n<answer>Moving ice plucks and grinds the rock: erosion carves a U-shaped valley.</answer>"
@@ -214,7 +214,9 @@ def test_the_callback_fires_on_its_own_count_of_steps_and_warns_at_the_onset(tmp
     """steps_per_generation = 2: TRL logs `reward` at steps 1, 3, 5, ..., so a callback that waits for a logged reward
     at a multiple of gold_every = 2 never fires. This one counts optimiser steps: it evaluates at 2, 4, 6, 8. The
     policy's answers turn to tag soup after step 4 while the training reward rises: the gold score falls, and the
-    refusal probe (and the tag soup) begin to win under the training rubric reward — each warned with its onset."""
+    keyword-stuffing probe begins to win under the training rubric reward — each warned with its onset. The refusal
+    ties the tag soup at 0 from step 6: a tie at nothing is no win (an exact-answer reward would otherwise raise
+    the alarm at step 0 whenever the policy is wrong on most questions)."""
     from types import SimpleNamespace
 
     from transformers import TrainerState
@@ -247,16 +249,17 @@ def test_the_callback_fires_on_its_own_count_of_steps_and_warns_at_the_onset(tmp
     assert [h["step"] for h in evaluated] == [2, 4, 6, 8] and len(answers) == 4
     assert [h["gold/score"] for h in evaluated] == [1.0, 1.0, 0.0, 0.0]
     assert [h["gold/train_reward"] for h in evaluated] == pytest.approx([0.2, 0.4, 0.6, 0.8])
-    assert [h["probe/refusal"] for h in evaluated] == [0.0, 0.0, 1.0, 1.0]
+    assert [h["probe/refusal"] for h in evaluated] == [0.0, 0.0, 0.0, 0.0]
+    assert [h["probe/keyword_stuff"] for h in evaluated] == [0.0, 0.0, 1.0, 1.0]
     lines = [json.loads(line) for line in (tmp_path / "out" / "gold.jsonl").read_text().splitlines()]
-    assert [line["probes"]["refusal"] for line in lines] == [0.0, 0.0, 1.0, 1.0]
+    assert [line["probes"]["keyword_stuff"] for line in lines] == [0.0, 0.0, 1.0, 1.0]
     # each task's metrics (the headline first) and the answer scored, so two runs can be compared question by question
     assert [[(t["id"], next(iter(v for k, v in t.items() if k != "id"))) for t in line["per_task"]] for line in lines] == [
         [("held", 1.0)], [("held", 1.0)], [("held", 0.0)], [("held", 0.0)]]
     assert lines[0]["answers"] == [report_text(GOOD)] and lines[2]["answers"] == [report_text(SOUP)]
     assert ["warning" in line for line in lines] == [False, False, True, True]
-    assert "probe refusal began to win at step 6" in lines[2]["warning"]
-    assert "probe refusal" not in lines[3]["warning"]  # said once, at the onset
+    assert "probe keyword_stuff began to win at step 6" in lines[2]["warning"]
+    assert "probe keyword_stuff" not in lines[3]["warning"]  # said once, at the onset
     assert "(steps 4-8)" in lines[3]["warning"] and "hacking onset: step 4" in lines[3]["warning"]
     warned = [r.getMessage() for r in caplog.records if "hacking onset" in r.getMessage()]
     assert warned[0].startswith("step 6: training reward rose") and "hacking onset: step 2" in warned[0]
