@@ -192,8 +192,8 @@ def test_sigkill_mid_run_then_the_same_command_resumes_without_redoing_work(kg_c
     result, ref = reference
     run = tmp_path / "run"
     cfg = derive(kg_cfg, f"run_dir={run}")
-    # both extractions, then two calls into the first subgraph's question: that item is in flight
-    proc = run_killed("rubricforge.jobs.kg:build_kg_dataset", cfg, 4, tmp_path)
+    # both extractions, then the first subgraph's obfuscation call (its template question needs none): in flight
+    proc = run_killed("rubricforge.jobs.kg:build_kg_dataset", cfg, 3, tmp_path)
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
     assert len(read_log(run, "kg_extractions")) == 2 and not (run / "kg_questions.jsonl").exists()
     assert json.loads((run / "manifest.json").read_text())["status"] == "running"

@@ -246,3 +246,6 @@ def test_a_collective_noun_keeps_what_it_collects():
                           "Greek mythology.")], [["troy", "gm"]], "gm")
     greek.descriptions["gm"] = "Body of myths of ancient Greece"
     assert compose(greek) == "The Trojan War was a legendary conflict in which body of myths?"
+    # seed 11: "That language is the sacred language of which range?" (Hinduism)
+    greek.descriptions["gm"] = "Range of Indian religious and spiritual traditions"
+    assert compose(greek) == "The Trojan War was a legendary conflict in which entity?"

@@ -152,6 +152,9 @@ def test_an_llm_step_that_breaks_a_check_is_undone():
     assert rec["initial"] == compose(GIZA) and rec["obfuscated"] == hidden
     assert rec["question"] == hidden and rec["drop"] is None and rec["obfuscated_ok"] is True
     assert rec["undone"] == ["kg_rewrite: question names an intermediate entity (Egypt)"]
+    plain = Scripted({"question": hidden})
+    rec = run(write_question(GIZA, aliases, "City in Greater Cairo, Egypt", plain, 100, rewrite=False))
+    assert [c[1] for c in plain.calls] == ["kg_obfuscate"] and rec["question"] == hidden  # kg.question_rewrite off
 
 
 def test_question_steps_and_the_deterministic_drops():

@@ -270,7 +270,8 @@ class KGRun:
         if path.id not in q_log:
             profile = " ".join(filter(None, (g.nodes[path.answer].get(k) for k in ("description", "lead"))))
             await self._item("kg_questions", path.id, write_question(path, aliases, profile, self.client,
-                                                                     self.k.call_max_tokens, self.k.question_writer))
+                                                                     self.k.call_max_tokens, self.k.question_writer,
+                                                                     self.k.question_rewrite))
         question = q_log.finished(path.id)
         if question.drop:
             return
