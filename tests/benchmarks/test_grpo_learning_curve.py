@@ -3,19 +3,14 @@ answer the ``answer_f1`` reward checks, and the held-out split the gold evaluati
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 from rubricforge.evaluation.exact import tokens
-from support.paths import ROOT
+from support.paths import load_script
 
 
 def _benchmark():
-    path = ROOT / "benchmarks" / "grpo_learning_curve.py"
-    spec = importlib.util.spec_from_file_location("grpo_learning_curve", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/grpo_learning_curve.py")
 
 
 def test_the_title_and_its_words_are_masked_in_the_first_sentence():

@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-from support.paths import ROOT
+from support.paths import load_script
 
 
 def _benchmark():
-    path = ROOT / "benchmarks" / "synthesis.py"
-    spec = importlib.util.spec_from_file_location("synthesis_benchmark", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/synthesis.py")
 
 
 def test_the_ideal_of_a_call_graph_waits_for_dependent_calls_and_each_roles_slots():

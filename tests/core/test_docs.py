@@ -4,7 +4,6 @@ generated CLI reference is current, and ``mkdocs build --strict`` passes."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import shutil
 import subprocess
@@ -13,7 +12,7 @@ import unicodedata
 from pathlib import Path
 
 import pytest
-from support.paths import ROOT
+from support.paths import ROOT, load_script
 
 ROOT = ROOT
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("**/*.md"))]
@@ -75,10 +74,7 @@ def test_the_readme_is_short():
     ("formulas", "formulas.md", ["| Prefs | Eq. 2, App. C.2 |", "`pref_rubric` (group `prefs`"]),  # the registry
 ])
 def test_generated_pages_are_up_to_date(tool, page, markers):
-    spec = importlib.util.spec_from_file_location(tool, ROOT / "tools" / f"{tool}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    text = module.render()
+    text = load_script(f"tools/{tool}.py").render()
     assert all(marker in text for marker in markers)
     assert (ROOT / "docs" / page).read_text(encoding="utf-8") == text, (
         f"docs/{page} is out of date: run python tools/{tool}.py")
