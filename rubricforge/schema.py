@@ -222,6 +222,10 @@ class KGPath(Record):
     def intermediates(self) -> list[str]:
         return [n for b in self.branches for n in b[1:-1]]
 
+    def hop(self, a: str, b: str) -> KGEdge:
+        """The edge between consecutive nodes ``a`` and ``b`` of a branch, whichever way it points."""
+        return next(e for e in self.edges if {e.head, e.tail} == {a, b})
+
 
 class KGTriple(Record):
     head: str

@@ -100,7 +100,7 @@ def check_determinacy(path: KGPath) -> list[str]:
                             f"fit the role")
     for branch in path.branches:
         for a, b in zip(branch, branch[1:], strict=False):
-            e = next(e for e in path.edges if {e.head, e.tail} == {a, b})
+            e = path.hop(a, b)
             forward = e.head == a
             if not (FUNCTIONAL if forward else DEFINITE).search(e.relation):
                 failures.append(f"hop {a}->{b} ('{e.relation}' read {'along' if forward else 'against'} its "

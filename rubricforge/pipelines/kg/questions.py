@@ -96,10 +96,6 @@ def _named(path: KGPath, node: str) -> str:
     return f"the {name}" if said and not name.lower().startswith("the ") else name
 
 
-def _hop(path: KGPath, a: str, b: str) -> KGEdge:
-    return next(e for e in path.edges if {e.head, e.tail} == {a, b})
-
-
 def compose(path: KGPath) -> str:
     """The subgraph as a question, deterministically: per branch, one sentence per hop to an intermediate
     entity, which is named by its noun only ("… in a country." then "That country …"), and the answer asked by
@@ -109,12 +105,12 @@ def compose(path: KGPath) -> str:
     for branch in path.branches:
         ref = _named(path, branch[0])
         for prev, node in zip(branch, branch[1:-1], strict=False):
-            e, noun = _hop(path, prev, node), _noun(path, node)
+            e, noun = path.hop(prev, node), _noun(path, node)
             article = "an" if _VOWEL.match(noun) else "a"
             sentences.append(f"{ref} {e.relation} {article} {noun}." if e.tail == node
                              else f"Consider the {noun} that {e.relation} {ref}.")
             ref = f"that {noun}"
-        asks.append((_hop(path, branch[-2], branch[-1]), ref))
+        asks.append((path.hop(branch[-2], branch[-1]), ref))
     noun = _noun(path, path.answer)
     if len(asks) == 1 and asks[0][0].tail == path.answer:
         e, ref = asks[0]
