@@ -140,6 +140,45 @@ def test_a_hop_is_covered_by_its_own_words_not_by_a_word_another_hop_shares():
     assert uncovered_hops(compose(kenya), kenya) == []
 
 
+ORANGE = KGPath(id="o", shape="chain", branches=[["orange", "sa", "africa", "kenya"]], answer="kenya", hops=3,
+                names={"orange": "Orange River", "sa": "Southern Africa", "africa": "Africa", "kenya": "Mount Kenya"},
+                descriptions={"kenya": "Mountain in Kenya"}, passage_ids=["p1", "p2", "p3"],
+                edges=[_edge("orange", "is a river in", "sa", "The Orange River is a river in Southern Africa."),
+                       _edge("sa", "is the southernmost region of", "africa",
+                             "Southern Africa is the southernmost region of Africa."),
+                       _edge("kenya", "is the second highest mountain in", "africa",
+                             "Mount Kenya is the second highest mountain in Africa, after Kilimanjaro.")])
+MOZAMBIQUE = KGPath(id="m", shape="branch", branches=[["channel", "ocean"], ["aden", "ocean"]], answer="ocean",
+                    hops=2, names={"channel": "Mozambique Channel", "aden": "Gulf of Aden", "ocean": "Indian Ocean"},
+                    descriptions={"ocean": "Oceanic division"}, passage_ids=["p1", "p2"],
+                    edges=[_edge("channel", "is an arm of", "ocean",
+                                 "The Mozambique Channel is an arm of the Indian Ocean."),
+                           _edge("aden", "is a deepwater gulf of", "ocean",
+                                 "The Gulf of Aden is a deepwater gulf of the Indian Ocean.")])
+
+
+def test_a_relation_in_an_entitys_name_or_of_three_letters_is_still_a_condition():
+    """Seed 1's default KG build dropped both templates as missing hop 1: every word of "is a river in" is in
+    "Orange River", and "arm" of "is an arm of" was too short to count. A name alone still states nothing."""
+    assert uncovered_hops(compose(ORANGE), ORANGE) == []
+    assert uncovered_hops("The Orange River flows through a region. That region is the southernmost region of a "
+                          "continent. Which mountain is the second highest mountain in that continent?", ORANGE) == [1]
+    assert uncovered_hops(compose(MOZAMBIQUE), MOZAMBIQUE) == []
+    assert uncovered_hops("Which division is the one that the Gulf of Aden is a deepwater gulf of, and touches the "
+                          "Mozambique Channel?", MOZAMBIQUE) == [1]
+
+
+def test_an_obfuscation_that_names_the_answer_is_undone():
+    """Seed 1: the 1.5B hid "Mozambique Channel" as "the Indian Ocean strait", the answer."""
+    aliases = {n: [name] for n, name in MOZAMBIQUE.names.items()}
+    leaked = compose(MOZAMBIQUE).replace("Mozambique Channel", "Indian Ocean strait")
+    rec = run(write_question(MOZAMBIQUE, aliases, "Oceanic division", Scripted({"question": leaked},
+                                                                                {"question": leaked}), 100,
+                                rewrite=False))
+    assert rec["undone"][0] == "kg_obfuscate: question names the answer (Indian Ocean)"
+    assert rec["question"] == compose(MOZAMBIQUE) and rec["drop"] is None and rec["obfuscated_ok"] is False
+
+
 def test_an_llm_step_that_breaks_a_check_is_undone():
     """The template is obfuscated and rewritten by the generator; a rewrite that names the intermediate entity
     (or drops a hop) is not kept, the step is recorded, and the obfuscated question goes on."""

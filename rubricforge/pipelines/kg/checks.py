@@ -12,7 +12,7 @@ relations), run before the judge. :func:`question_problem` returns the first tha
    *who*, *when*) agrees with the answer (:func:`type_disagreement`).
 5. **hop conditions** — every hop's condition appears, obfuscated, in the question: a content word of its
    relation (compared by the first :data:`STEM` letters, the hop's entity names left out) is in the question
-   (:func:`uncovered_hops`).
+   outside the path's entity names (:func:`uncovered_hops`).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ _STOP = frozenset("""about above after also among and been before being between 
 only other over since some such than that their them then there these they this those through under until very
 what when where which while with would known called located""".split())
 _FUNCTION = frozenset("a an and as at by de del der for from in la le of on or the to von with".split())
+_SHORT = frozenset("are was has had its his her not but one two who".split())  # three-letter words of no relation
 # the generator's masks in capitals only ("answer" as a word is none), blanks in any case
 PLACEHOLDER = re.compile(r"\b(?:ANSWER|X\d)\b|(?i:\[(?:mask|blank|answer|entity)\]|<mask>)|_{3,}")
 _WH = re.compile(r"\b(who|whom|whose|when|where|what|which)\b", re.IGNORECASE)
@@ -97,17 +98,30 @@ def answer_words_in(question: str, forms: list[str]) -> str | None:
     return None
 
 
+def _relation_stems(text: str) -> set[str]:
+    """The content words of a relation, three letters or more ("an *arm* of", "*led* by")."""
+    return {w[:STEM] for w in re.findall(r"[a-z0-9]+", text.lower())
+            if len(w) >= 3 and w not in _STOP and w not in _FUNCTION and w not in _SHORT}
+
+
 def uncovered_hops(question: str, path: KGPath) -> list[int]:
-    """1-based hops whose condition the question leaves out: none of the relation's content words is in the
-    question (entity names aside; a relation without one, "led by", falls back to its evidence's words), and
-    when the hop has words no other hop's relation has, one of those: "largest" of "is the second-largest city
-    in" must not stand for "is the fourth-largest country in" (a rewrite that dropped that hop kept it). Any
-    evidence word would let "largest" in the Zambezi's sentence stand for "is the fourth-longest river in"."""
-    asked = _stems(question)
+    """1-based hops whose condition the question leaves out. A hop's condition is the content words of its
+    relation that are not words of its two entities' names; when every one is ("The Orange River *is a river in*
+    Southern Africa"), the relation's words themselves; when it has none, its evidence's words. The question is
+    read with the path's entity names taken out, so a name does not state a relation ("Orange River" is no
+    "river in"). When the hop has words no other hop's condition has, one of those must be there: "largest" of
+    "is the second-largest city in" must not stand for "is the fourth-largest country in" (a rewrite that
+    dropped that hop kept it). Any evidence word would let "largest" in the Zambezi's sentence stand for "is
+    the fourth-longest river in"."""
+    bare = question
+    for name in sorted({n for n in path.names.values() if n}, key=len, reverse=True):
+        bare = re.sub(rf"(?<!\w){re.escape(name)}(?!\w)", " ", bare, flags=re.IGNORECASE)
+    asked = _relation_stems(bare)
     conditions = []
     for e in path.edges:
         names = _stems(f"{path.names.get(e.head, e.head)} {path.names.get(e.tail, e.tail)}")
-        conditions.append((_stems(e.relation) - names) or (_stems(e.evidence) - names))
+        relation = _relation_stems(e.relation)
+        conditions.append((relation - names) or relation or (_stems(e.evidence) - names))
     out = []
     for i, condition in enumerate(conditions):
         others = set().union(*conditions[:i], *conditions[i + 1:])
