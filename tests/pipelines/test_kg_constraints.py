@@ -61,6 +61,16 @@ def test_necessity_catches_one_passage_stating_two_consecutive_hops():
     assert check_necessity(g, make_path(g, "kgp-0", [["a", "b", "c"]])) == ["shortcut passage p-a mentions both a and c"]
 
 
+def test_necessity_refuses_an_intermediate_a_reader_names_from_its_noun():
+    """Seed 0 retained "Tibet is the highest region on a planet. Which trench is the deepest oceanic trench on
+    that planet?": the first hop states nothing a reader needs."""
+    g = graph(("tibet", "earth", "p-t"), ("trench", "earth", "p-m"))
+    g.nodes["earth"]["name"] = "Earth"
+    assert check_necessity(g, make_path(g, "kgp-0", [["tibet", "earth", "trench"]])) == [
+        "Earth is named by its noun alone: the hop into it states no condition"]
+    assert check_necessity(g, make_path(g, "kgp-0", [["tibet", "earth"], ["trench", "earth"]])) == []  # the answer
+
+
 BRANCHES = [("a", "b", "p-a"), ("b", "z", "p-b"), ("c", "d", "p-c"), ("d", "z", "p-d")]
 
 

@@ -3,7 +3,8 @@
 * :func:`check_reachability` — every hop is stated in a passage the shared search tool retrieves: a
   search for the hop's two entity names must return the edge's passage in its top ``k``.
 * :func:`check_necessity` — no shortcut: along each branch, no edge and no passage links a node to
-  any node two or more hops further on (in particular the start or an intermediate to the answer).
+  any node two or more hops further on (in particular the start or an intermediate to the answer); and no
+  intermediate entity is one a reader names from its noun alone (:data:`SELF_EVIDENT`).
 * :func:`check_independence` — the branches of a multi-branch subgraph share only the answer: no
   common node, no edge and no passage linking a node of one branch to a node of another.
 * :func:`check_determinacy` — every hop determines the entity it leads to, so the answer is the only one
@@ -107,10 +108,15 @@ def check_determinacy(path: KGPath) -> list[str]:
                                 f"direction) does not determine {b}")
     return failures
 
+# Entities a reader names from the noun alone: "Tibet is the highest region on a planet. Which trench is the deepest
+# oceanic trench on that planet?" (seed 0) needs no first hop. Never an intermediate of a path.
+SELF_EVIDENT = frozenset({"Earth", "World", "Universe"})
+
 
 def check_necessity(g: nx.MultiDiGraph, path: KGPath, mentions: dict[str, set[str]] | None = None) -> list[str]:
     mentions = passage_mentions(g) if mentions is None else mentions
-    failures = []
+    failures = [f"{path.names[n]} is named by its noun alone: the hop into it states no condition"
+                for n in dict.fromkeys(path.intermediates()) if path.names.get(n) in SELF_EVIDENT]
     for branch in path.branches:
         for i, j in combinations(range(len(branch)), 2):
             if j - i < 2:
