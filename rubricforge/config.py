@@ -229,7 +229,7 @@ class KGConfig(Section):
     extract_passages: int = Field(0, ge=0)  # passages read by the LLM relation extractor (one call each)
     link_passages: int | None = Field(None, ge=1)  # passages scanned for title mentions (None: all)
     min_title_chars: int = Field(4, ge=1)  # shorter titles are not matched as mentions
-    n_paths: int = Field(8, ge=1)  # subgraphs to sample
+    n_paths: int = Field(6, ge=1)  # subgraphs to sample
     hops: list[int] = Field(default_factory=lambda: [2, 3, 1])  # chain lengths, cycled over the paths
     branch_every: int = Field(3, ge=0)  # every n-th subgraph has two branches (0: chains only)
     hub_exponent: float = Field(1.0, ge=0)  # sampling weight of a node: degree ** -hub_exponent

@@ -13,6 +13,7 @@ Helpers that are not fixtures live in ``tests/support/``.
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,8 @@ from support.llm_fakes import VIA_LITELLM
 from support.paths import DATA
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+if worker := os.environ.get("PYTEST_XDIST_WORKER"):  # `pytest -n`: each worker its own Prefect database
+    os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix=f"rubricforge-prefect-{worker}-"))
 
 
 @pytest.fixture(scope="session")
