@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from rubricforge.config import Config, load_config
 from rubricforge.extras import needs
-from rubricforge.flows.tasks import retry_condition
+from rubricforge.flows.prefect_tasks import retry_condition
 from rubricforge.jobs.base import BUILD_ROLES, JobResult, preflight
 from rubricforge.jobs.kg import KGSummary, export_kg_run, kg_config, run_kg
 

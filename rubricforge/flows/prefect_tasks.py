@@ -1,4 +1,4 @@
-"""The flows' tasks: each calls one job function (the flows only wire them together).
+"""The flows' Prefect tasks: each calls one job function (the flows only wire them together).
 
 Tree tasks persist their results under ``<run_dir>/prefect/`` with a cache keyed by their inputs and
 source (not Prefect's DEFAULT policy, which includes the flow run id), so a finished tree is a cache
