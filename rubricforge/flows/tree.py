@@ -124,7 +124,7 @@ def build_dataset(config_path: str | None = None, overrides: list[str] | None = 
     cfg = resolve(config, config_path, overrides, push_to_hub)
     with partial_export(lambda: export_run(cfg, None)):  # a failed run's finished rows, marked partial
         summary, logs = stage_flow(cfg, list(STAGES), invocation)
-    return prefect_tasks.export(cfg, summary, push_to_hub, logs)
+    return prefect_tasks.export_tree_build(cfg, summary, push_to_hub, logs)
 
 
 @flow(name="build_trees")
@@ -154,4 +154,4 @@ def export_dataset(config_path: str | None = None, overrides: list[str] | None =
     """The export alone: dataset and viewer from what the run directory holds."""
     cfg = resolve(config, config_path, overrides, push_to_hub)
     plan = prefect_tasks.prepare(cfg, None)
-    return prefect_tasks.export(cfg, prefect_tasks.finish(cfg, plan, "complete"), push_to_hub)
+    return prefect_tasks.export_tree_build(cfg, prefect_tasks.finish_tree_build(cfg, plan, "complete"), push_to_hub)

@@ -38,7 +38,7 @@ from rubricforge.io.rejects import Rejects
 from rubricforge.errors import UserError
 from rubricforge.evaluation import report as html
 from rubricforge.evaluation import presets, scorers, stats
-from rubricforge.evaluation.citations import summarise as fact_summary
+from rubricforge.evaluation.citations import summarise_citations
 from rubricforge.evaluation.tasks import digest, load_reports, load_tasks, report_text, scorers_for
 from rubricforge.jobs.base import JobResult, job_result
 from rubricforge.jobs.items import ItemJob, ItemStats
@@ -146,7 +146,7 @@ def evaluate(cfg: Config, tasks_path: str | Path, reports_path: str | Path | Non
     status = scoring if status == "complete" else status  # a budget stop while the agent ran is the run's status
     per_task = {tid: log[tid]["metrics"] for tid in reports if tid in log}
     scored = {tid for tid in reports if job.finished(log.get(tid))}
-    metrics = stats.summarise(per_task, resamples, seed) | fact_summary((log[t] for t in per_task), resamples, seed)
+    metrics = stats.summarise(per_task, resamples, seed) | summarise_citations((log[t] for t in per_task), resamples, seed)
     metrics |= scorers.healthbench_summary(metrics)
     used = list(dict.fromkeys(n for t in reports for n in names[t]))
     modes = sorted({log[t]["scores"]["race"].get("mode") for t in per_task if "race" in log[t].get("scores", {})})
