@@ -165,7 +165,7 @@ def bench_indexes(cfg: Config, vectors: np.ndarray, queries: np.ndarray, kinds: 
         icfg = cfg.index.model_copy(update={"kind": kind, "opq": opq})
         params = faiss_index.build_params(icfg, len(vectors), vectors.shape[1])
         start = time.perf_counter()
-        index = faiss_index.build(params, shards)
+        index = faiss_index.build_faiss_index(params, shards)
         build_s = time.perf_counter() - start
         faiss_index.set_search_params(index, ef_search=icfg.hnsw_ef_search, nprobe=icfg.ivf_nprobe)
         batch_s, (_, ids) = timed(partial(index.search, queries, K))

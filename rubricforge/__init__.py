@@ -9,7 +9,7 @@ The public API; every name is imported on first use, so ``import rubricforge`` s
     kg = rf.build_kg_dataset(cfg)             # knowledge-graph multi-hop dataset (MindDR): JobResult
     result = rf.run_job("tree", cfg, executor="prefect")   # the same job as its Prefect flow (as the CLI runs it)
     scored = rf.score_responses(cfg, "data.jsonl", "responses.jsonl", ["composite"])   # a JobResult, as every
-                                              # job returns: .status, .out, .run_dir, .summary (a ScoreSummary)
+                                              # job returns: .status, .out, .run_dir, .summary (a RewardScoreSummary)
     result = await rf.abuild_dataset(cfg)     # the async twins (abuild_kg_dataset, ascore_responses) run a
                                               # job in a worker thread: notebooks and async trainers
 
@@ -36,7 +36,7 @@ _EXPORTS = {
     "LLMClient": "rubricforge.llm",
     # jobs and their async twins
     "build_dataset": "rubricforge.jobs.tree", "build_kg_dataset": "rubricforge.jobs.kg", "JobResult": "rubricforge.jobs.base",
-    "score_responses": "rubricforge.jobs.reward_score", "ScoreSummary": "rubricforge.jobs.reward_score",
+    "score_responses": "rubricforge.jobs.reward_score", "RewardScoreSummary": "rubricforge.jobs.reward_score",
     "abuild_dataset": "rubricforge.api", "abuild_kg_dataset": "rubricforge.api", "ascore_responses": "rubricforge.api",
     "run_job": "rubricforge.api",
     # scoring and the TRL adapters
@@ -55,13 +55,14 @@ _EXPORTS = {
     # rubric generation
     "generate_race_rubrics": "rubricforge.rubric_gen.race",
 }
+_RENAMED = {"ScoreSummary": "RewardScoreSummary"}  # former names, kept for one release with a DeprecationWarning
 __all__ = [
     "Config",
     "JobResult",
     "LLMClient",
+    "RewardScoreSummary",
     "RewardScorer",
     "Rollout",
-    "ScoreSummary",
     "Trajectory",
     "UserError",
     "abuild_dataset",
@@ -96,7 +97,7 @@ if TYPE_CHECKING:
     from rubricforge.errors import UserError
     from rubricforge.jobs.base import JobResult
     from rubricforge.jobs.kg import build_kg_dataset
-    from rubricforge.jobs.reward_score import ScoreSummary, score_responses
+    from rubricforge.jobs.reward_score import RewardScoreSummary, score_responses
     from rubricforge.jobs.tree import build_dataset
     from rubricforge.llm import LLMClient
     from rubricforge.rewards.deeprubric.citation_format import citation_format_reward
@@ -117,6 +118,12 @@ if TYPE_CHECKING:
 
 def __getattr__(name: str) -> Any:
     """Import a public name on first use (PEP 562) and keep it."""
+    if name in _RENAMED:
+        import warnings
+
+        warnings.warn(f"rubricforge.{name} is now rubricforge.{_RENAMED[name]}; the old name goes in the next release",
+                      DeprecationWarning, stacklevel=2)
+        return __getattr__(_RENAMED[name])
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'rubricforge' has no attribute {name!r}")

@@ -44,7 +44,7 @@ def run_job(job: str, cfg: Config, executor: Executor = "local", progress: bool 
     if executor == "prefect":
         from rubricforge.flows import local
 
-        run = local.build if job == "tree" else local.build_kg
+        run = local.run_build_dataset if job == "tree" else local.run_build_kg_dataset
         return run(cfg, push_to_hub, progress=progress, verbose=verbose)
     from rubricforge.jobs.kg import build_kg_dataset
     from rubricforge.jobs.tree import build_dataset

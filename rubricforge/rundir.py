@@ -2,7 +2,7 @@
 the resume guards, the per-worker ledger files, the stage logs, the export's record and the progress display.
 
 Its files are written by :mod:`rubricforge.io` (atomic writes, stage logs, the progress bar). It stays a module of
-its own above ``io``: it knows the job kinds (:data:`PIPELINE_NAMES`), the config and the resume rules, which the
+its own above ``io``: it knows the job kinds (:data:`JOB_KINDS`), the config and the resume rules, which the
 plain file services do not.
 """
 
@@ -33,9 +33,16 @@ MANIFEST = "manifest.json"
 LEDGER_DIR = "ledgers"
 VERSIONED_PACKAGES = ("rubricforge", "pydantic", "litellm", "llama_cpp_python", "sentence-transformers", "torch",
                       "faiss-cpu", "datasets", "networkx")
-PIPELINE_NAMES = {"tree": "an evidence-tree run", "kg": "a knowledge-graph run", "eval": "an evaluation run",
-                  "score": "a reward-score run", "report": "a Report-RL data run", "rubric-gen": "a rubric generation run",
-                  "rubric-eval": "a rubric evaluation run"}
+JOB_KINDS = {"tree": "an evidence-tree run", "kg": "a knowledge-graph run", "eval": "an evaluation run",
+             "reward-score": "a reward-score run", "report": "a Report-RL data run", "rubric-gen": "a rubric generation run",
+             "rubric-eval": "a rubric evaluation run", "judge-agreement": "a judge agreement run"}
+FORMER_KINDS = {"score": "reward-score", "reward-audit": "judge-agreement"}  # kinds older manifests name
+
+
+def job_kind(manifest: dict[str, Any]) -> str | None:
+    """The job kind a manifest names (``job``; an older manifest's ``pipeline``, a former kind read as today's)."""
+    found: str | None = manifest.get("job", manifest.get("pipeline"))
+    return None if found is None else FORMER_KINDS.get(found, found)
 
 
 def now() -> str:
@@ -79,14 +86,14 @@ def ledger_stats(ledger: dict[str, Any]) -> str:
 
 
 class RunDir:
-    """One job's folder (``pipeline``: ``tree`` or ``kg``).
+    """One job's folder; ``kind`` names the job (``tree``, ``kg``, ``eval``, ...: the manifest's ``job``).
 
     The manifest lists the job's invocations, each with its status and its ledger (the sum of its
     workers' files ``ledgers/<invocation>--<worker>.json``); the run's ledger is their sum.
     """
 
-    def __init__(self, path: str | Path, pipeline: str):
-        self.path, self.pipeline = Path(path), pipeline
+    def __init__(self, path: str | Path, kind: str):
+        self.path, self.kind = Path(path), kind
 
     def __truediv__(self, name: str) -> Path:
         return self.path / name
@@ -104,12 +111,12 @@ class RunDir:
     def manifest(self) -> dict[str, Any]:
         return read_json(self.path / MANIFEST, "restore it, or re-run the build in a new run directory")
 
-    def check_pipeline(self) -> None:
-        """Refuse a folder that holds another pipeline's run (a manifest-less one with trees is a tree run)."""
-        found = self.manifest().get("pipeline", "tree" if (self.path / "trees.jsonl").exists() else self.pipeline)
-        if found != self.pipeline:
-            raise UserError(f"{self.path} holds {PIPELINE_NAMES.get(found, found)}",
-                            f"give the {self.pipeline} build its own run directory (--run-dir runs/{self.pipeline})")
+    def check_kind(self) -> None:
+        """Refuse a folder that holds another job's run (a manifest-less one with trees is a tree run)."""
+        found = job_kind(self.manifest()) or ("tree" if (self.path / "trees.jsonl").exists() else self.kind)
+        if found != self.kind:
+            raise UserError(f"{self.path} holds {JOB_KINDS.get(found, found)}",
+                            f"give the {self.kind} job its own run directory (--run-dir runs/{self.kind})")
 
     def check_settings(self, key: str, settings: dict[str, Any], has_work: bool, what: str) -> None:
         """The resume guard: work made under other ``settings`` (manifest ``key``) is never mixed with new work."""
@@ -137,7 +144,8 @@ class RunDir:
             inv["ledger"] = self.invocation_totals(inv["id"]).get("ledger") or inv.get("ledger", {})
         invocations[-1]["updated"] = now()
         atomic_write_json(self.path / MANIFEST, {
-            "pipeline": self.pipeline, "status": status, "run_dir": str(self.path), "updated": now(),
+            "job": self.kind, "pipeline": self.kind,  # pipeline: job's former name, written until the next release
+            "status": status, "run_dir": str(self.path), "updated": now(),
             "versions": versions(), **fields, "counts": previous.get("counts", {}) if counts is None else counts,
             "ledger": sum_ledgers([i["ledger"] for i in invocations]), "invocations": invocations})
 

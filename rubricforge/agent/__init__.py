@@ -2,7 +2,7 @@
 004's MaMs).
 
 * :mod:`~rubricforge.agent.prompt` — the system prompts (tool and no-tool modes) and a question's prompt;
-* :mod:`~rubricforge.agent.tasks` — a dataset's rows as the agent's tasks (columns checked, prompt added);
+* :mod:`~rubricforge.agent.rows` — a dataset's rows as the agent's training rows (columns checked, prompt added);
 * :mod:`~rubricforge.agent.environment` — the per-episode search / browse / scholar tools, and the no-tool mode;
 * :mod:`~rubricforge.agent.react` — the ReAct-style episode (think, call tools, answer);
 * :mod:`~rubricforge.agent.mams` — the MaMs workflow (search, state and report agents).

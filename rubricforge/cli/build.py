@@ -13,12 +13,12 @@ from rubricforge.errors import UserError
 if TYPE_CHECKING:
     from rubricforge.config import Config
 
-RunnerOpt = Annotated[Optional[str], typer.Option("--runner", help="Where tasks run: threads | processes | dask | ray "
+RunnerOpt = Annotated[Optional[str], typer.Option("--runner", help="Where the Prefect tasks run: threads | processes | dask | ray "
                                                    "(runner.kind).")]
 AddressOpt = Annotated[Optional[str], typer.Option("--address", help="Dask scheduler (tcp://host:8786) or Ray cluster "
                                                     "(ray://host:10001); default: a local one.")]
 WorkersOpt = Annotated[Optional[int], typer.Option("--workers", help="Threads, processes or local workers.")]
-ExecutorOpt = Annotated[str, typer.Option("--executor", help="prefect (the job's Prefect flow, its tasks on --runner) | "
+ExecutorOpt = Annotated[str, typer.Option("--executor", help="prefect (the job's Prefect flow, its Prefect tasks on --runner) | "
                                           "local (this process, no Prefect); --source tree and kg.")]
 STRONGER_MODEL = ("stronger model: --set llm.generator.backend=litellm --set llm.generator.model=openai/gpt-4o-mini "
                   "(likewise llm.verifier), or a vLLM server: --set llm.generator.model=hosted_vllm/<model> "

@@ -32,7 +32,7 @@ def corpus_build(
 
     cfg = cli_config(config, set_, **{"corpus.source": source, "corpus.path": path, "index.kind": index_kind,
                                       "tools.index_dir": out, "tools.index_name": name})
-    info = local.index(cfg, verbose=verbose)
+    info = local.run_index_corpus(cfg, verbose=verbose)
     console().print(f"[green]index ready[/green] {info.path}  passages={info.n_passages}  "
                     f"kind={info.kind}  snapshot={info.corpus_hash[:12]}")
     if Path(info.path).parent == INDEX_ROOT:

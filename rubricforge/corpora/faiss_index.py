@@ -96,7 +96,7 @@ def undertrained(params: dict[str, Any]) -> bool:
     return params["kind"] == "ivfpq" and params["train_size"] < MIN_POINTS_PER_CENTROID * 2 ** params["pq_nbits"]
 
 
-def build(params: dict[str, Any], shards: Shards, on_rows: Callable[[int], None] | None = None) -> faiss.Index:
+def build_faiss_index(params: dict[str, Any], shards: Shards, on_rows: Callable[[int], None] | None = None) -> faiss.Index:
     """Train (IVF-PQ: on a seeded sample) and add every shard, in order."""
     index = new_index(params, shards.dim)
     if not index.is_trained:

@@ -203,7 +203,7 @@ def index_stage(cfg: Config, store: dict[str, Any], embedded: dict[str, Any],
             bar.log(f"[yellow]IVF-PQ trained on {params['train_size']} vectors, fewer than FAISS recommends "
                     f"for 2^{params['pq_nbits']} PQ centroids: recall may suffer (exact or hnsw suit small "
                     "corpora)[/yellow]")
-        index = faiss_index.build(params, shards, on_rows=bar.task(cfg.index.kind, total=n))
+        index = faiss_index.build_faiss_index(params, shards, on_rows=bar.task(cfg.index.kind, total=n))
         faiss_index.save(index, out / faiss_index.INDEX_FILE)
         atomic_write_json(out / INDEX_STATE_FILE, {"key": index_key, "params": params})
         del index

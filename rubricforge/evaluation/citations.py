@@ -18,7 +18,7 @@ Metrics per report: ``citation.precision`` (left out for a report with no judged
 it), ``citation.supported``, ``citation.unresolved`` (pairs whose id names no passage). A failed judge call makes
 the report's precision and count unscored (None).
 
-A run's numbers are DeepResearch Bench's (``utils/stat.py``), :func:`summarise`: citation accuracy pools the
+A run's numbers are DeepResearch Bench's (``utils/stat.py``), :func:`summarise_citations`: citation accuracy pools the
 pairs, Σ supported / Σ judged over all reports (not the mean of per-report precisions), and effective
 citations is Σ supported / the number of reports with at least one citation (resolved or not), not over all
 reports. Reports whose judging failed are left out of both and counted as unscored.
@@ -149,8 +149,8 @@ async def fact(judge: Judge, question: str, report: str, resolve: Resolve, promp
                       for ((s, i), _), label in zip(judged, labels, strict=True)]}
 
 
-def summarise(records: Iterable[Mapping[str, Any]], resamples: int = stats.RESAMPLES,
-              seed: int = 0) -> dict[str, dict[str, Any]]:
+def summarise_citations(records: Iterable[Mapping[str, Any]], resamples: int = stats.RESAMPLES,
+                        seed: int = 0) -> dict[str, dict[str, Any]]:
     """The run's ``citation.precision`` (pooled accuracy) and ``citation.supported`` (effective citations) as
     DeepResearch Bench aggregates them (see the module docstring), in :func:`~.stats.describe`'s layout; {} when no
     record has the citation scorer."""

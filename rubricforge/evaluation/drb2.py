@@ -35,7 +35,7 @@ DIMENSIONS = ("info_recall", "analysis", "presentation")
 MAX_PAPER_CHARS = 150_000
 
 
-class Verdict(BaseModel):
+class ItemVerdict(BaseModel):
     rubric_item: str
     score: Literal[1, 0, -1]
     reason: str = ""
@@ -43,7 +43,7 @@ class Verdict(BaseModel):
 
 
 class Judgement(BaseModel):
-    results: list[Verdict]
+    results: list[ItemVerdict]
 
 
 def parse_content(raw: Any, where: str) -> tuple[str, dict[str, list[str]], Any]:

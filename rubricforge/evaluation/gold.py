@@ -148,7 +148,7 @@ async def probe_shares(cfg: Config, reward: str, tasks: Sequence[dict[str, Any]]
 
     async def one(task: dict[str, Any], reply: str, probe: str) -> bool | None:
         example = {**task, "environment": NO_TOOL}
-        variant = P.build(probe, reply, P.Context(example, pool))
+        variant = P.make_variant(probe, reply, P.Context(example, pool))
         if variant is None:
             return None
         honest, got = await asyncio.gather(scorer.component(reward, Rollout(example, reply)),

@@ -118,7 +118,8 @@ def kg_stats(run_dir: Path, examples: list[KGExample], cfg: Config) -> dict[str,
     models = manifest.get("models") or {}
     n = len(examples)
     return {
-        "run": run_dir.resolve().name, "pipeline": "kg", "corpus_hash": (manifest.get("corpus") or {}).get("hash", ""),
+        "run": run_dir.resolve().name, "job": "kg", "pipeline": "kg",  # pipeline: job's name until the next release
+        "corpus_hash": (manifest.get("corpus") or {}).get("hash", ""),
         "corpus_source": cfg.corpus.source,
         "models": {"generator": models.get("generator", ""), "judge": models.get("judge", "")},
         "counts": {**{k: counts.get(k, 0) for k in ("passages", "extracted", "extraction_failures", "triples",

@@ -14,13 +14,14 @@ from rubricforge.export.viewer import VIEWER_FILE, PassageLookup, open_passage_t
 from rubricforge.errors import UserError
 from rubricforge.io.files import atomic_write_text, read_json
 from rubricforge.io.stagelog import StageLog
+from rubricforge.rundir import job_kind
 
 TEMPLATE = Path(__file__).with_name("viewer_kg_template.html")
 
 
 def is_kg_run(run_dir: Path) -> bool:
     try:
-        return read_json(run_dir / "manifest.json").get("pipeline") == "kg"
+        return job_kind(read_json(run_dir / "manifest.json")) == "kg"
     except UserError:
         return False
 

@@ -11,7 +11,7 @@ import time
 
 from rubricforge.config import Config, load_config
 from rubricforge.extras import needs
-from rubricforge.flows import tasks
+from rubricforge.flows import prefect_tasks
 from rubricforge.jobs.corpus import IndexInfo, index_ready
 
 with needs("flows"):
@@ -35,10 +35,10 @@ def index_corpus(config_path: str | None = None, overrides: list[str] | None = N
 def index_tasks(cfg: Config, progress: bool = False) -> IndexInfo:
     """The four index tasks in turn (inside a flow)."""
     t0 = time.perf_counter()
-    stored = tasks.store(cfg, progress)
-    embedded = tasks.embed(cfg, stored, progress)
-    indexed = tasks.index(cfg, stored, embedded, progress)
-    return tasks.meta(cfg, stored, embedded, indexed, time.perf_counter() - t0)
+    stored = prefect_tasks.store(cfg, progress)
+    embedded = prefect_tasks.embed(cfg, stored, progress)
+    indexed = prefect_tasks.index(cfg, stored, embedded, progress)
+    return prefect_tasks.meta(cfg, stored, embedded, indexed, time.perf_counter() - t0)
 
 
 def ensure_index(cfg: Config) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from rubricforge.config import Config, load_config
 from rubricforge.extras import needs
-from rubricforge.flows.tasks import retry_condition
+from rubricforge.flows.prefect_tasks import retry_condition
 from rubricforge.jobs.base import BUILD_ROLES, JobResult, preflight
 from rubricforge.jobs.kg import KGSummary, export_kg_run, kg_config, run_kg
 
@@ -26,7 +26,7 @@ def stages(cfg: Config, progress: bool) -> KGSummary:
 
 
 @task(name="kg-export", cache_policy=NO_CACHE)
-def export(cfg: Config, summary: KGSummary, push_to_hub: str | None) -> JobResult:
+def export_kg_build(cfg: Config, summary: KGSummary, push_to_hub: str | None) -> JobResult:
     return export_kg_run(cfg, summary, push_to_hub)
 
 
@@ -48,4 +48,4 @@ def build_kg_dataset(config_path: str | None = None, overrides: list[str] | None
         preflight(config, BUILD_ROLES, kg_config(config).run_dir, push_to_hub)
     cfg = kg_config(config)
     retried = stages.with_options(retries=cfg.runner.task_retries)
-    return export(cfg, retried(cfg, progress), push_to_hub)
+    return export_kg_build(cfg, retried(cfg, progress), push_to_hub)

@@ -18,7 +18,7 @@ from rubricforge.jobs.base import BUILD_ROLES, JobResult, on_driver, preflight
 from rubricforge.jobs.corpus import IndexInfo
 
 
-def build(cfg: Config, push_to_hub: str | None = None, progress: bool = True, verbose: bool = False) -> JobResult:
+def run_build_dataset(cfg: Config, push_to_hub: str | None = None, progress: bool = True, verbose: bool = False) -> JobResult:
     """The ``build_dataset`` flow on ``cfg``, with the progress bar read from the run directory."""
     from rubricforge.jobs.tree import watch
 
@@ -31,7 +31,7 @@ def build(cfg: Config, push_to_hub: str | None = None, progress: bool = True, ve
             return build_dataset(push_to_hub=push_to_hub, invocation=invocation, config=cfg)
 
 
-def build_kg(cfg: Config, push_to_hub: str | None = None, progress: bool = True, verbose: bool = False) -> JobResult:
+def run_build_kg_dataset(cfg: Config, push_to_hub: str | None = None, progress: bool = True, verbose: bool = False) -> JobResult:
     """The ``build_kg_dataset`` flow on ``cfg`` (``rubricforge build --source kg``)."""
     from rubricforge.jobs.kg import kg_config
 
@@ -43,7 +43,7 @@ def build_kg(cfg: Config, push_to_hub: str | None = None, progress: bool = True,
         return build_kg_dataset(push_to_hub=push_to_hub, progress=progress, config=cfg)
 
 
-def index(cfg: Config, verbose: bool = False) -> IndexInfo:
+def run_index_corpus(cfg: Config, verbose: bool = False) -> IndexInfo:
     """The ``index_corpus`` flow on ``cfg``, with its stages' progress bars."""
     with _session(cfg, cfg.index_dir() / "logs", verbose):
         from rubricforge.flows.corpus import index_corpus

@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from rubricforge.config import Config, load_config
 from rubricforge.errors import BudgetExceeded, ItemsFailed, UserError
 from rubricforge.extras import needs
-from rubricforge.flows import tasks
+from rubricforge.flows import prefect_tasks
 from rubricforge.flows.corpus import ensure_index
 from rubricforge.flows.limits import ensure_limits, shared
 from rubricforge.flows.runners import task_runner
@@ -37,7 +37,7 @@ with needs("flows"):
 
 
 class PrefectTrees:
-    """The trees as Prefect tasks (:func:`~rubricforge.flows.tasks.tree`, on the flow's task runner, retried by
+    """The trees as Prefect tasks (:func:`~rubricforge.flows.prefect_tasks.tree`, on the flow's task runner, retried by
     Prefect), for the tree job's one admission loop (:func:`~rubricforge.jobs.tree.run_stages`). A task that still
     failed is a :class:`~rubricforge.jobs.tree.TreeFailed` (a budget stop stops the run); the first configuration
     mistake among them is :attr:`mistake`, what the run ends with."""
@@ -45,7 +45,7 @@ class PrefectTrees:
     logs = None  # the workers write shards: run_stages reads them once, for the finish and the export
 
     def __init__(self, cfg: Config, invocation: str):
-        self.cfg, self.invocation, self.task = cfg, invocation, tasks.tree_task(cfg)
+        self.cfg, self.invocation, self.task = cfg, invocation, prefect_tasks.tree_task(cfg)
         self.mistake: UserError | None = None
         self._waits = ThreadPoolExecutor(cfg.build.tree_concurrency, thread_name_prefix="tree-task")
 
@@ -93,7 +93,7 @@ def stage_flow(cfg: Config, stages: list[str], invocation: str | None
     failed tree ends the run with :class:`~rubricforge.errors.ItemsFailed` naming it, or with the UserError of a
     configuration mistake."""
     ensure_index(cfg)
-    plan = tasks.prepare(cfg, invocation or uuid.uuid4().hex[:12])
+    plan = prefect_tasks.prepare(cfg, invocation or uuid.uuid4().hex[:12])
     return trees.with_options(task_runner=task_runner(cfg.runner))(cfg, plan, stages)
 
 
@@ -124,7 +124,7 @@ def build_dataset(config_path: str | None = None, overrides: list[str] | None = 
     cfg = resolve(config, config_path, overrides, push_to_hub)
     with partial_export(lambda: export_run(cfg, None)):  # a failed run's finished rows, marked partial
         summary, logs = stage_flow(cfg, list(STAGES), invocation)
-    return tasks.export(cfg, summary, push_to_hub, logs)
+    return prefect_tasks.export_tree_build(cfg, summary, push_to_hub, logs)
 
 
 @flow(name="build_trees")
@@ -153,5 +153,5 @@ def export_dataset(config_path: str | None = None, overrides: list[str] | None =
                    push_to_hub: str | None = None, config: Config | None = None) -> JobResult:
     """The export alone: dataset and viewer from what the run directory holds."""
     cfg = resolve(config, config_path, overrides, push_to_hub)
-    plan = tasks.prepare(cfg, None)
-    return tasks.export(cfg, tasks.finish(cfg, plan, "complete"), push_to_hub)
+    plan = prefect_tasks.prepare(cfg, None)
+    return prefect_tasks.export_tree_build(cfg, prefect_tasks.finish_tree_build(cfg, plan, "complete"), push_to_hub)

@@ -52,7 +52,7 @@ def exit_code(status: str) -> int:
 @dataclass
 class JobResult:
     """What every job returns: how it ended, where its output and run directory are, its own summary (the
-    payload: ``BuildSummary``, ``ScoreSummary``, ...; its ``lines()`` say what the job did) and, for a dataset
+    payload: ``BuildSummary``, ``RewardScoreSummary``, ...; its ``lines()`` say what the job did) and, for a dataset
     export, its rows, viewer and Hub repo."""
 
     status: str  # complete | stopped: <why>

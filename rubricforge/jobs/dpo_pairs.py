@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rubricforge.agent.tasks import training_rows
+from rubricforge.agent.rows import training_rows
 from rubricforge.config import Config
 from rubricforge.io.rejects import Rejects
 from rubricforge.extras import needs
@@ -70,7 +70,7 @@ def build_pairs(cfg: Config, dataset: str | Path, rollouts: str | Path, out: str
 
     t, out = cfg.train, Path(out)
     run, invocation, started = RunDir(out.with_name(f"{out.name}.run"), "dpo-pairs"), uuid.uuid4().hex[:12], now()
-    run.check_pipeline()
+    run.check_kind()
     run.write_config(cfg)
     fields = {"dataset": str(Path(dataset).resolve()), "rollouts": str(Path(rollouts).resolve()),
               "scores": str(Path(scores).resolve()) if scores else None, "out": str(out.resolve()),
@@ -104,7 +104,7 @@ def _pairs(cfg: Config, dataset: str | Path, rollouts: str | Path, out: Path, sc
         scores = default_out(rollouts)
         scored = score_responses(cfg, dataset, rollouts, [t.pair_reward], scores, progress=progress)
         status = scored.status
-        atomic_write_json(ledger, {"ledger": RunDir(scored.run_dir, "score").manifest()["invocations"][-1]["ledger"]})
+        atomic_write_json(ledger, {"ledger": RunDir(scored.run_dir, "reward-score").manifest()["invocations"][-1]["ledger"]})
     log: StageLog[Any] = StageLog(scores)
     rejects = Rejects()  # count only: `reward score` writes the rejects file
     by_id: dict[str, list[tuple[float, Any]]] = defaultdict(list)

@@ -1,7 +1,7 @@
 """`rubricforge eval`: score existing reports on a task set, resumably, and summarise them with confidence
 intervals; `rubricforge eval compare`: two runs compared task by task.
 
-A run directory (``pipeline: eval``) holds ``tasks.jsonl`` — one record per task, appended as soon as it is
+A run directory (``job: eval``) holds ``tasks.jsonl`` — one record per task, appended as soon as it is
 scored: ``{"key": <task id>, "id", "report_sha", "scorers", "scores": {scorer: {"metrics", ...}},
 "metrics": {metric: value}, "judge_calls": {stage: n}}`` — then ``summary.json`` (per metric: n, unscored,
 mean, std, min, max and the bootstrap 95 % CI; judge calls per task and tokens per stage), ``report.html``,
@@ -38,19 +38,19 @@ from rubricforge.io.rejects import Rejects
 from rubricforge.errors import UserError
 from rubricforge.evaluation import report as html
 from rubricforge.evaluation import presets, scorers, stats
-from rubricforge.evaluation.citations import summarise as fact_summary
+from rubricforge.evaluation.citations import summarise_citations
 from rubricforge.evaluation.tasks import digest, load_reports, load_tasks, report_text, scorers_for
 from rubricforge.jobs.base import JobResult, job_result
 from rubricforge.jobs.items import ItemJob, ItemStats
 from rubricforge.io.files import atomic_write_json, atomic_write_text
 from rubricforge.io.stagelog import StageLog
-from rubricforge.rundir import RunDir
+from rubricforge.rundir import RunDir, job_kind
 
 if TYPE_CHECKING:
     from rubricforge.evaluation.agents import AgentConfig, Runner
     from rubricforge.llm import LLMClient
 
-PIPELINE = "eval"
+JOB_KIND = "eval"
 LOG = "tasks"
 REPORTS = "reports"  # the agent's reports, when it runs
 
@@ -101,7 +101,7 @@ def evaluate(cfg: Config, tasks_path: str | Path, reports_path: str | Path | Non
         asked = presets.PRESETS[cfg.eval.preset].scorers
     outside: set[str] = set()  # tasks the split / limit left out: their report lines are not rejects
     tasks = load_tasks(tasks_path, split, limit, outside)
-    run = RunDir(run_dir, PIPELINE)
+    run = RunDir(run_dir, JOB_KIND)
     new_dirs = [d for d in (run.path, *run.path.parents) if not d.exists()]  # deepest first
     runner: Runner | None = None
     try:
@@ -130,7 +130,7 @@ def evaluate(cfg: Config, tasks_path: str | Path, reports_path: str | Path | Non
                 "references": str(Path(references).resolve()) if references else None,
                 "scorers": list(asked) or "auto", "judge": judge_model, "judge_mode": cfg.reward.judge_mode,
                 **_eval_settings(cfg)}
-    run.check_pipeline()
+    run.check_kind()
     log: StageLog[Any] = run.log(LOG)
     run.check_settings("settings", settings, len(log) > 0 or len(run.log(REPORTS)) > 0, "scores")
 
@@ -146,7 +146,7 @@ def evaluate(cfg: Config, tasks_path: str | Path, reports_path: str | Path | Non
     status = scoring if status == "complete" else status  # a budget stop while the agent ran is the run's status
     per_task = {tid: log[tid]["metrics"] for tid in reports if tid in log}
     scored = {tid for tid in reports if job.finished(log.get(tid))}
-    metrics = stats.summarise(per_task, resamples, seed) | fact_summary((log[t] for t in per_task), resamples, seed)
+    metrics = stats.summarise(per_task, resamples, seed) | summarise_citations((log[t] for t in per_task), resamples, seed)
     metrics |= scorers.healthbench_summary(metrics)
     used = list(dict.fromkeys(n for t in reports for n in names[t]))
     modes = sorted({log[t]["scores"]["race"].get("mode") for t in per_task if "race" in log[t].get("scores", {})})
@@ -334,8 +334,8 @@ def read_run(path: str | Path) -> dict[str, dict[str, float | None]]:
 
 
 def _records(path: str | Path) -> dict[str, dict[str, Any]]:
-    run = RunDir(path, PIPELINE)
-    if not (run / f"{LOG}.jsonl").is_file() or run.manifest().get("pipeline") != PIPELINE:
+    run = RunDir(path, JOB_KIND)
+    if not (run / f"{LOG}.jsonl").is_file() or job_kind(run.manifest()) != JOB_KIND:
         raise UserError(f"{path} is not an evaluation run directory (no tasks.jsonl / manifest)",
                         "pass folders written by `rubricforge eval --reports ... --run-dir ...`")
     log: StageLog[Any] = run.log(LOG)
@@ -352,7 +352,7 @@ def _records(path: str | Path) -> dict[str, dict[str, Any]]:
 def scoring(path: str | Path, records: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """What makes a run's numbers comparable with another's: its scorers, its judge and judge mode (when a scorer
     asks one) and its RACE modes (reference-relative or pointwise), over ``records``."""
-    settings = RunDir(path, PIPELINE).manifest().get("settings", {})
+    settings = RunDir(path, JOB_KIND).manifest().get("settings", {})
     names = sorted({n for r in records.values() for n in r.get("scorers", [])})
     judged = any(n not in JUDGE_FREE for n in names)
     own = {"race_prompt": "minddr", "rubrics_per_call": 50, "fact_judge": settings.get("judge"),

@@ -149,7 +149,7 @@ to build on the job's client before the first item and release after the last.""
         for item in todo:
             groups.setdefault(self.group(item), []).append(item)
         if self.run is not None:
-            self.run.check_pipeline()
+            self.run.check_kind()
             if self.cfg_file is not None:
                 self.run.write_config(self.cfg_file)
             fields = self.manifest_fields(client)

@@ -40,7 +40,7 @@ from rubricforge.rundir import RunDir
 if TYPE_CHECKING:
     from rubricforge.llm import LLMClient
 
-PIPELINE = "judge-audit"
+JOB_KIND = "judge-audit"
 LOG = "verdicts"
 MODES = ("per_criterion", "batched")
 STAGES = {"per_criterion": "rubric", "batched": "rubric_batched"}  # the judge's ledger stage of each mode
@@ -73,8 +73,8 @@ def audit_judge(cfg: Config, labels_path: str | Path, run_dir: str | Path, cover
     """Judge every labelled report in both modes into ``run_dir`` and summarise (see the module docstring; the
     payload: :class:`JudgeAuditSummary`)."""
     reports = load_labels(labels_path)
-    run = RunDir(run_dir, PIPELINE)
-    run.check_pipeline()
+    run = RunDir(run_dir, JOB_KIND)
+    run.check_kind()
     log: StageLog[Any] = run.log(LOG)
     judge_model = cfg.llm.role("judge").model
     settings = {"labels": str(Path(labels_path).resolve()),

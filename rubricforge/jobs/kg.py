@@ -17,7 +17,7 @@ from pathlib import Path
 from rubricforge.config import Config
 from rubricforge.jobs.base import BUILD_ROLES, JobResult, ending, exported, on_driver, preflight, push_token
 from rubricforge.jobs.gates import run_gates
-from rubricforge.pipelines.kg.run import PIPELINE, KGRun, KGSummary
+from rubricforge.pipelines.kg.run import JOB_KIND, KGRun, KGSummary
 from rubricforge.rundir import RunDir
 
 DEFAULT_KG_RUN_DIR = "runs/kg"
@@ -58,6 +58,6 @@ def export_kg_run(cfg: Config, summary: KGSummary, push_to_hub: str | None = Non
     from rubricforge.export.kg_viewer import write_kg_viewer
 
     examples = read_examples(Path(summary.run_dir))
-    run_gates(cfg, RunDir(summary.run_dir, PIPELINE), [(e.id, e.question, []) for e in examples])
+    run_gates(cfg, RunDir(summary.run_dir, JOB_KIND), [(e.id, e.question, []) for e in examples])
     export = export_kg_dataset(summary.run_dir, cfg, push_to_hub, examples, push_token(push_to_hub))
-    return exported(RunDir(summary.run_dir, PIPELINE), summary, export, write_kg_viewer(summary.run_dir))
+    return exported(RunDir(summary.run_dir, JOB_KIND), summary, export, write_kg_viewer(summary.run_dir))

@@ -36,7 +36,7 @@ def audit_rewards(cfg: Config, dataset: str | Path, responses: str | Path, repea
     :class:`~rubricforge.rewards.audit.AuditReport`)."""
     examples = load_examples(dataset)
     todo = load_responses(responses, examples, Rejects())
-    run = RunDir(Path(responses).with_name(f"{Path(responses).stem}.audit.run"), "reward-audit")
+    run = RunDir(Path(responses).with_name(f"{Path(responses).stem}.audit.run"), "judge-agreement")
     job = _AuditJob(cfg, examples, repeats, second_role, run)
     job.inputs = {"dataset": str(Path(dataset).resolve()), "responses": str(Path(responses).resolve())}
     stats = asyncio.run(job.arun(todo, progress))

@@ -112,7 +112,7 @@ def probe_rewards(cfg: Config, dataset: str | Path, responses: str | Path | None
         for probe in probes:
             if probe in P.ORDER and not reads_rubrics:
                 continue
-            if (variant := P.build(probe, response.completion, ctx)) is not None:
+            if (variant := P.make_variant(probe, response.completion, ctx)) is not None:
                 items.append(Item(response, probe, variant))
     where = Path(responses) if responses is not None else Path(dataset).with_suffix(".reference")
     run = RunDir(run_dir or where.with_name(f"{where.stem}.probe.run"), "reward-probe")
@@ -120,7 +120,7 @@ def probe_rewards(cfg: Config, dataset: str | Path, responses: str | Path | None
     job.inputs = {"dataset": str(Path(dataset).resolve()),
                   "responses": str(Path(responses).resolve()) if responses is not None else "reference answers"}
     if job.roles and announce is not None:
-        announce(estimate(cfg, names, items))
+        announce(estimate_probe_cost(cfg, names, items))
     stats = asyncio.run(job.arun(items, progress))
     records = {item.key: job.log[item.key] for item in items if item.key in job.log}
     summary = ProbeSummary(str(run / "report.json"), len(honest), threshold, summarise_probes(names, items, records),
@@ -216,7 +216,7 @@ def _shares(got: dict[str, Any]) -> dict[str, Any]:
             "per_criterion": {kind: share(values) for kind, values in sorted(got["per_criterion"].items())}}
 
 
-def estimate(cfg: Config, names: Sequence[str], items: Sequence[Item]) -> str:
+def estimate_probe_cost(cfg: Config, names: Sequence[str], items: Sequence[Item]) -> str:
     """The judge calls, tokens and dollars of scoring ``items`` from an empty cache (one line, said before the first
     call): per criterion (or one batched call) for the rubric rewards, one per sentence of the answer for citation
     checks, the configured votes for the ORM, one for RACE and the tense check."""

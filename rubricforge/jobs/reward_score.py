@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 
 @dataclass
-class ScoreSummary:
+class RewardScoreSummary:
     out: str
     responses: int
     scored_now: int
@@ -70,7 +70,7 @@ def default_out(responses: str | Path) -> Path:
 def score_responses(cfg: Config, dataset: str | Path, responses: str | Path, names: Sequence[str],
                     out: str | Path | None = None, progress: bool = True) -> JobResult:
     """Score every response of ``responses`` against its example of ``dataset`` with the rewards ``names``
-    (the payload: :class:`ScoreSummary`)."""
+    (the payload: :class:`RewardScoreSummary`)."""
     for name in names:
         RewardScorer.check_name(name)
     examples = load_examples(dataset, adapt=to_rubricforge_rows)
@@ -85,13 +85,13 @@ def score_responses(cfg: Config, dataset: str | Path, responses: str | Path, nam
     check_rubrics(rows, names, dataset)  # a bad rubric set, before any judge call
     check_columns(rows, names, dataset)
     log: StageLog[Any] = StageLog(out or default_out(responses))
-    run = RunDir(log.path.with_name(f"{log.path.stem}.run"), "score")
-    job = _ScoreJob(cfg, examples, tuple(names), log, run)
+    run = RunDir(log.path.with_name(f"{log.path.stem}.run"), "reward-score")
+    job = _RewardScoreJob(cfg, examples, tuple(names), log, run)
     job.inputs = {"dataset": str(Path(dataset).resolve()), "responses": str(Path(responses).resolve())}
     stats = asyncio.run(job.arun(todo, progress))
     untagged = sum(1 for r in todo if (log.get(r.key) or {}).get("protocol", "") is None)
-    summary = ScoreSummary(str(log.path), len(todo), stats.done_now, _stats(log, todo, names), rejects.summary(),
-                           job.judge_counts(), untagged, stats.status)
+    summary = RewardScoreSummary(str(log.path), len(todo), stats.done_now, _stats(log, todo, names), rejects.summary(),
+                                 job.judge_counts(), untagged, stats.status)
     summary_path = log.path.with_name(f"{log.path.stem}.summary.json")
     atomic_write_json(summary_path, vars(summary))
     return job_result(summary, summary.out, run)
@@ -128,7 +128,7 @@ class RewardItemJob(ItemJob[K]):
         return self.scorer.judge.counts() if self.scorer is not None else {}
 
 
-class _ScoreJob(RewardItemJob[Response]):
+class _RewardScoreJob(RewardItemJob[Response]):
     """One response per item, keyed ``<id>#<line>``."""
 
     stage = "scoring"

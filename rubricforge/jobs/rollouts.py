@@ -31,7 +31,7 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from rubricforge.agent.tasks import training_rows
+from rubricforge.agent.rows import training_rows
 from rubricforge.config import Config
 from rubricforge.errors import UserError
 from rubricforge.jobs.base import JobResult, job_result

@@ -1,7 +1,7 @@
 """`rubricforge rubrics eval`: how well each rubric source agrees with known preferences (Prefs Table 1).
 
 For every pair (query, chosen, rejected) and every source, the source's rubric set for the query is
-made once, both reports are scored with S(r|y) (Prefs Eq. 2, :mod:`rubricforge.rewards.prefs.report_score`)
+made once, both reports are scored with S(r|y) (Prefs Eq. 2, :mod:`rubricforge.rewards.prefs.pref_score`)
 by the judge role, and :mod:`rubricforge.rewards.prefs.metrics` turns the score differences into
 preference accuracy (Eq. 6) and paired Cohen's d (Eq. 7) with bootstrap intervals. Sources
 (:data:`SOURCES`):
@@ -45,7 +45,7 @@ from rubricforge.jobs.items import ItemJob
 from rubricforge.pipelines.preferences import load_pairs
 from rubricforge.rewards.judging import Judge
 from rubricforge.rewards.prefs.metrics import preference_metrics
-from rubricforge.rewards.prefs.report_score import pairwise_preference, pointwise_score, report_score
+from rubricforge.rewards.prefs.pref_score import pairwise_preference, pointwise_score, pref_score
 from rubricforge.rewards.deeprubric.rubric_reward import criteria_from
 from rubricforge.rubric_gen.pref_rubrics import generate_rubrics
 from rubricforge.rubric_gen.race import generate_race_rubrics
@@ -255,8 +255,8 @@ class _EvalJob(ItemJob[tuple[str, PreferencePair]]):
 
     async def _score(self, source: str, query: str, report: str, criteria: list[Criterion]) -> float | None:
         async def make() -> float | None:
-            return (await report_score(self.judges[source], query, report, criteria,
-                                       stage=f"pref_item:{source}")).value
+            return (await pref_score(self.judges[source], query, report, criteria,
+                                     stage=f"pref_item:{source}")).value
         return await self._memo((source, _digest(query), _digest(report)), make)
 
     async def _pointwise(self, query: str, report: str) -> float | None:

@@ -125,7 +125,7 @@ def train_job(cfg: Config, stage: str, out: str | Path, train: Callable[[Path | 
     (label -> logged key, default the last loss)."""
     run, invocation, started = RunDir(out, f"train-{stage}"), uuid.uuid4().hex[:12], now()
     checkpoint_dir = Path(checkpoint_dir or out)
-    run.check_pipeline()
+    run.check_kind()
     resume = resume_point(checkpoint_dir, resume_from)
     settings = {"model": model, "inputs": {k: input_hash(v) for k, v in inputs.items()}}
     run.check_settings("settings", settings, resume is not None, "checkpoints")

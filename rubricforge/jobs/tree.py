@@ -21,7 +21,7 @@ from rubricforge.jobs.gates import run_gates
 from rubricforge.jobs.base import (BUILD_ROLES, JobResult, ending, exported, on_driver, partial_export, preflight,
                                    push_token, retryable)
 from rubricforge.llm.errors import Unavailable
-from rubricforge.pipelines.tree.run import (PIPELINE, STAGES, BuildPlan, BuildSummary, TreeWorker, finish_build,
+from rubricforge.pipelines.tree.run import (JOB_KIND, STAGES, BuildPlan, BuildSummary, TreeWorker, finish_build,
                                             prepare_build, progress_label, run_trees, stage_logs, tree_id_for,
                                             tree_ids)
 from rubricforge.pipelines.tree.seeds import Seed
@@ -66,7 +66,7 @@ async def _run_build(cfg: Config, progress: bool) -> tuple[BuildSummary, dict[st
 
 def watch(cfg: Config, invocation: str, trees: int, enabled: bool) -> contextlib.AbstractContextManager[None]:
     """The progress bar of a run's first ``trees`` trees, read from the run directory (any executor)."""
-    return RunDir(cfg.run_dir, PIPELINE).watch(progress_label(cfg), "trees", tree_ids(trees), invocation,
+    return RunDir(cfg.run_dir, JOB_KIND).watch(progress_label(cfg), "trees", tree_ids(trees), invocation,
                                                also=("candidates", "verdicts"), enabled=enabled)
 
 
@@ -99,7 +99,7 @@ async def run_stages(cfg: Config, plan: BuildPlan, trees: Trees, stages: Sequenc
     and the stage logs (the workers' in memory, or read once here with their shards, for the finish and the
     export). A budget stop ends the run ``stopped: <why>``; trees that failed end it with ItemsFailed naming
     them, every other item kept."""
-    run_dir, failures = RunDir(plan.run_dir, PIPELINE), list[str]()
+    run_dir, failures = RunDir(plan.run_dir, JOB_KIND), list[str]()
     try:
         with ending(run_dir, plan.invocation) as outcome:
             failures = await run_trees(lambda seed: trees.run(seed, stages), plan.seeds, cfg, stages)
@@ -122,7 +122,7 @@ def export_run(cfg: Config, summary: BuildSummary | None, push_to_hub: str | Non
     from rubricforge.export.run import load_run
 
     run = load_run(cfg.run_dir, cfg, logs)  # the stage logs read at most once, for the dataset and the viewer
-    run_dir = RunDir(cfg.run_dir, PIPELINE)
+    run_dir = RunDir(cfg.run_dir, JOB_KIND)
     run_gates(cfg, run_dir, [(e.id, e.question, e.rubrics) for e in run.examples], learnability=True)
     run.manifest = run_dir.manifest()  # with the gates' ledger
     if summary is not None:

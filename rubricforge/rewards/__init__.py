@@ -28,8 +28,8 @@ MindDR App. 8.4             :func:`.minddr.tense_rules.find_tense_candidates`, :
                             :func:`.minddr.tense_check.tense_penalty`
 MindDR §5.4 pair score      :func:`.minddr.alignment.alignment_score`
 Prefs Eq. 1, App. C.3       :func:`.prefs.hybrid_reward.hybrid_reward`, :func:`.prefs.hybrid_reward.llm_rubric_reward`
-Prefs Eq. 2, 3              :func:`.prefs.report_score.weighted_score`, :func:`.prefs.report_score.report_score`,
-                            :func:`.prefs.report_score.preference_reward`
+Prefs Eq. 2, 3              :func:`.prefs.pref_score.pref_score_from_ratings`, :func:`.prefs.pref_score.pref_score`,
+                            :func:`.prefs.pref_score.preference_reward`
 Prefs Eqs. 6, 7             :func:`.prefs.metrics.preference_accuracy`, :func:`.prefs.metrics.paired_cohens_d`
 HOTE Eq. 2                  :func:`.hote.rubric_reward.hote_reward` (binary judge per rubric)
 HOTE Eq. 5                  :func:`.hote.rubric_reward.proposer_reward`

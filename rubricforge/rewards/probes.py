@@ -223,7 +223,7 @@ def with_answer(completion: str | list[dict[str, Any]], rewrite: Callable[[str],
     return completion[:m.start(2)] + rewrite(m.group(2)) + completion[m.end(2):]
 
 
-def build(probe: str, completion: str | list[dict[str, Any]], ctx: Context) -> Variant | None:
+def make_variant(probe: str, completion: str | list[dict[str, Any]], ctx: Context) -> Variant | None:
     """The variant ``probe`` makes of the honest ``completion`` on ``ctx.example`` (None: it would be the honest
     response itself, so the probe has no item here)."""
     example = ctx.example

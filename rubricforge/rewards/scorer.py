@@ -47,7 +47,7 @@ from rubricforge.rewards.deeprubric.format_reward import format_reward
 from rubricforge.rewards.hote.rubric_reward import hote_reward
 from rubricforge.rewards.judging import Judge
 from rubricforge.rewards.minddr.orm import orm_reward
-from rubricforge.rewards.prefs.report_score import report_score, weighted_score
+from rubricforge.rewards.prefs.pref_score import pref_score, pref_score_from_ratings
 from rubricforge.rewards.minddr.race import parse_race_rubrics, race_score
 from rubricforge.rewards.registry import GROUPS, columns, implements, spec
 from rubricforge.rewards.deeprubric.rubric_reward import criteria_from, rubric_reward
@@ -260,8 +260,8 @@ class RewardScorer:
         answer = self._trajectory(rollout).answer
         if answer is None or not answer.strip():
             worst = {c.id: 10 if c.weight < 0 else 1 for c in criteria}
-            return {"value": weighted_score(worst, criteria), "ratings": worst, "unscored": 0}
-        got = await report_score(self.judge, str(rollout.column("question")), answer, criteria)
+            return {"value": pref_score_from_ratings(worst, criteria), "ratings": worst, "unscored": 0}
+        got = await pref_score(self.judge, str(rollout.column("question")), answer, criteria)
         return {"value": got.value, "ratings": got.ratings, "unscored": got.unscored}
 
     # ------------------------------------------------------------ Report-RL (MindDR Eq. 10–12)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from rubricforge.agent.environment import NoToolEnvironment, environment_factory
-from rubricforge.agent.tasks import training_rows
+from rubricforge.agent.rows import training_rows
 from rubricforge.config import Config
 from rubricforge.corpora.tools import ToolBox
 from rubricforge.errors import UserError

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from rubricforge.agent.prompt import agent_prompt, no_tool_prompt
-from rubricforge.agent.tasks import training_rows
+from rubricforge.agent.rows import training_rows
 from rubricforge.config import Config
 from rubricforge.errors import UserError
 from rubricforge.evaluation.gold import gold_callback, held_out

@@ -332,7 +332,7 @@ def build_score(cfg: Config, dataset: str | Path, model: str) -> Any:
         from datasets import Dataset
 
     from rubricforge.agent.environment import environment_factory
-    from rubricforge.agent.tasks import training_rows
+    from rubricforge.agent.rows import training_rows
     from rubricforge.evaluation.gold import gold_callback, held_out
     from rubricforge.llm import LLMClient
     from rubricforge.training.cost import score_cost

@@ -123,7 +123,7 @@ def stop_contexts(path: str, tokenizer: Any, contexts: list[int], reply_tokens: 
     """The early stop's validation contexts per context length: a dataset's questions give the App. D prompt (the
     policy's first step, the same at every length); a trajectories JSONL (``messages``) gives, per length L, the
     longest prefix that ends before an assistant turn and fits in L − ``reply_tokens`` tokens (else the shortest)."""
-    from rubricforge.agent.tasks import training_rows
+    from rubricforge.agent.rows import training_rows
 
     file = Path(path)
     first = next(json_lines(file), (0, None))[1] if file.is_file() else None

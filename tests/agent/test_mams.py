@@ -97,7 +97,7 @@ def test_rollouts_sample_with_the_mams_workflow(small_index_cfg, tmp_path):
     assert line["response"].startswith("<answer># The film") and len(line["calls"]) >= 4
     assert len(line["snippets"]) == 2  # the real search over the index answered the search agent's call
     manifest = json.loads((tmp_path / "out.run" / "manifest.json").read_text())  # its run directory, as every job's
-    assert (tmp_path / "out.run" / "config.yaml").is_file() and manifest["pipeline"] == "rollouts"
+    assert (tmp_path / "out.run" / "config.yaml").is_file() and manifest["job"] == "rollouts"
     assert manifest["status"] == manifest["invocations"][-1]["status"] == "complete" and manifest["workflow"] == "mams"
     assert manifest["counts"] == {"items": 1, "done_before": 0, "done_now": 1, "trajectories": 1, "tool_calls_now": 1}
 

@@ -54,6 +54,21 @@ def test_score_writes_components_summary_and_rejects_then_resumes(tmp_path, file
     assert "composite" in proc.stderr and "skipped 2 bad lines" in proc.stderr
 
 
+def test_a_score_run_an_older_release_wrote_resumes(tmp_path, files):
+    """Its manifest named the kind `pipeline: score` (now `job: reward-score`)."""
+    dataset, responses = files
+    manifest = tmp_path / "responses.scores.run" / "manifest.json"
+    with FakeOpenAI(stages=SCRIPTED_JUDGE) as server:
+        config = _config(tmp_path, server)
+        assert cli("reward", "score", "-d", str(dataset), "-r", str(responses), "-c", config, "-q",
+                   "--rewards", "format").returncode == 0
+        old = {k: v for k, v in json.loads(manifest.read_text()).items() if k != "job"}
+        manifest.write_text(json.dumps({**old, "pipeline": "score"}))
+        again = cli("reward", "score", "-d", str(dataset), "-r", str(responses), "-c", config, "-q", "--rewards", "format")
+    assert again.returncode == 0 and "(0 scored now)" in again.stderr, again.stderr
+    assert json.loads(manifest.read_text())["job"] == "reward-score"
+
+
 def test_unscored_responses_are_retried_by_the_next_run(tmp_path, files):
     dataset, responses = files
     with FakeOpenAI([Reply(status=503)]) as down:

@@ -50,9 +50,14 @@ def test_async_twin_scores_responses_inside_a_running_loop(tmp_path):
         result = asyncio.run(in_a_loop(cfg))
     summary = result.summary
     assert isinstance(result, rubricforge.JobResult) and result.status == "complete"
-    assert isinstance(summary, rubricforge.ScoreSummary) and summary.responses == summary.scored_now == 2
+    assert isinstance(summary, rubricforge.RewardScoreSummary) and summary.responses == summary.scored_now == 2
     assert summary.rewards["rubric"]["max"] == pytest.approx(1.25 / 1.5)  # the same values as `reward score`
     assert summary.rewards["format"]["min"] == pytest.approx(0.2)
+
+
+def test_the_former_name_score_summary_still_works_for_one_release_with_a_deprecation_warning():
+    with pytest.warns(DeprecationWarning, match="rubricforge.ScoreSummary is now rubricforge.RewardScoreSummary"):
+        assert rubricforge.ScoreSummary is rubricforge.RewardScoreSummary
 
 
 def _formula_table() -> list[tuple[str, str, str]]:

@@ -15,7 +15,8 @@ from rubricforge.errors import BudgetExceeded, UserError
 from rubricforge.jobs.base import ending, on_driver, retryable, status_of
 from rubricforge.io.files import read_json
 from rubricforge.io.stagelog import StageLog
-from rubricforge.rundir import RunDir
+from rubricforge.export.kg_viewer import is_kg_run
+from rubricforge.rundir import RunDir, job_kind
 from rubricforge.schema import KGQuestion
 from support.config import derive
 
@@ -69,7 +70,7 @@ def test_manifest_sums_every_workers_ledger_and_status_changes_only_a_listed_inv
         path.write_text(json.dumps({"ledger": {"total": {"calls": calls}}, "computed": {"trees": 1}}))
     run.write_manifest("inv1", "2026-01-01T00:00:00+00:00", "running", {"models": {"generator": "m"}}, {"paths": 1})
     manifest = run.manifest()
-    assert manifest["pipeline"] == "kg" and manifest["status"] == "running" and manifest["counts"] == {"paths": 1}
+    assert manifest["job"] == manifest["pipeline"] == "kg" and manifest["status"] == "running" and manifest["counts"] == {"paths": 1}
     assert manifest["ledger"]["total"]["calls"] == 5 and manifest["models"] == {"generator": "m"}
     run.set_status("never-started", "failed: x")
     assert run.manifest()["status"] == "running"
@@ -81,13 +82,24 @@ def test_manifest_sums_every_workers_ledger_and_status_changes_only_a_listed_inv
 def test_resume_guards_refuse_another_pipeline_or_other_settings(tmp_path):
     tree_run = RunDir(tmp_path, "tree")
     (tmp_path / "trees.jsonl").write_text("")
-    tree_run.check_pipeline()
+    tree_run.check_kind()
     with pytest.raises(UserError, match="holds an evidence-tree run"):
-        RunDir(tmp_path, "kg").check_pipeline()
+        RunDir(tmp_path, "kg").check_kind()
     tree_run.write_manifest("i", "2026-01-01T00:00:00+00:00", "complete", {"tree_settings": {"seed": 0, "depth": 3}})
     tree_run.check_settings("tree_settings", {"seed": 0, "depth": 2}, has_work=False, what="trees")
     with pytest.raises(UserError, match=r"holds trees made with other settings \(depth: 3 -> 2\)"):
         tree_run.check_settings("tree_settings", {"seed": 0, "depth": 2}, has_work=True, what="trees")
+
+
+@pytest.mark.parametrize(("written", "kind"), [("score", "reward-score"), ("reward-audit", "judge-agreement"),
+                                               ("kg", "kg")])
+def test_an_older_manifest_names_its_job_pipeline_and_a_former_kind_is_read_as_todays(tmp_path, written, kind):
+    (tmp_path / "manifest.json").write_text(json.dumps({"pipeline": written, "status": "complete"}))
+    assert job_kind(RunDir(tmp_path, kind).manifest()) == kind
+    RunDir(tmp_path, kind).check_kind()  # it resumes
+    with pytest.raises(UserError, match="holds an? "):
+        RunDir(tmp_path, "tree").check_kind()
+    assert is_kg_run(tmp_path) == (kind == "kg")
 
 
 def test_how_a_job_ends(tmp_path):

@@ -45,7 +45,7 @@ def corpus_slice(embedder, tmp_path_factory):
 def make_index(kind: str, shards: Shards, **cfg):
     index_cfg = load_config(None, {"index": {"kind": kind, **cfg}}).index
     params = faiss_index.build_params(index_cfg, shards.n_rows, shards.dim)
-    return faiss_index.build(params, shards), params
+    return faiss_index.build_faiss_index(params, shards), params
 
 
 def recall(ids: np.ndarray, truth: np.ndarray) -> float:

@@ -195,7 +195,7 @@ def test_drb_reports_scored_pointwise_then_resumed_without_a_judge_call(tmp_path
     assert summary["judge"]["tokens_by_stage"]["race_pointwise"] == {"requests": 3, "prompt_tokens": 33,
                                                                      "completion_tokens": 21}  # 11 + 7 a reply
     manifest = json.loads((run / "manifest.json").read_text())
-    assert manifest["pipeline"] == "eval" and manifest["status"] == "complete" and len(manifest["invocations"]) == 2
+    assert manifest["job"] == "eval" and manifest["status"] == "complete" and len(manifest["invocations"]) == 2
     assert again.metrics == s.metrics
 
 

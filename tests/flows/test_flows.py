@@ -106,7 +106,7 @@ def test_the_cli_flow_path_checks_a_push_once_and_reads_each_stage_log_once_afte
     monkeypatch.setattr(hub, "check_push", lambda repo: checks.append(repo) or check_of(repo))
     monkeypatch.setattr(hub, "push", lambda repo, configs, card, token: pushed.append((repo, token)))
     monkeypatch.setenv("HF_TOKEN", "hf_test_token")
-    result = local.build(replay(threads["cfg"], run, KEEP_ALL), push_to_hub="org/rubrics", progress=False)
+    result = local.run_build_dataset(replay(threads["cfg"], run, KEEP_ALL), push_to_hub="org/rubrics", progress=False)
     assert result.summary.computed_now == {} and result.pushed_to == "org/rubrics"
     assert checks == ["org/rubrics"] and pushed == [("org/rubrics", "hf_test_token")]
     assert {name: reads.get(f"{name}.jsonl") for name in ("trees", "candidates", "verdicts")} == {

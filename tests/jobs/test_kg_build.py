@@ -150,7 +150,7 @@ def test_the_run_writes_graph_checked_subgraphs_logs_and_manifest(kg_cfg, refere
         q = questions[p.id]
         assert (q["drop"] is not None) != (q["question"] is not None and p.id in filters)
     assert sum(s.drops.values()) + s.retained == s.questions
-    assert manifest["pipeline"] == "kg" and manifest["status"] == "complete" and manifest["dataset_rows"] == result.rows
+    assert manifest["job"] == "kg" and manifest["status"] == "complete" and manifest["dataset_rows"] == result.rows
     assert set(manifest["prompt_hashes"]) >= {"kg_extract", "kg_question", "kg_closed_book", "kg_longform"}
     assert manifest["kg_settings"]["n_paths"] == N_PATHS and manifest["ledger"]["total"]["calls"] > 0
 

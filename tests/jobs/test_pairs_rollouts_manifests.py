@@ -38,7 +38,7 @@ def test_dpo_pairs_manifest_complete_then_stopped_by_the_budget(small_index_cfg,
     full, capped = results["full"], results["capped"]
     manifest = _manifest(tmp_path / "full.run")
     assert full.status == manifest["status"] == "complete" and full.run_dir == str(tmp_path / "full.run")
-    assert manifest["pipeline"] == "dpo-pairs" and manifest["invocations"][-1]["status"] == "complete"
+    assert manifest["job"] == "dpo-pairs" and manifest["invocations"][-1]["status"] == "complete"
     assert manifest["counts"] == {"prompts": 2, "pairs": 1, "scored": 3, "unscored": 0, "without_pair": 1}
     assert manifest["ledger"]["total"]["calls"] > 0  # the scoring this invocation ran
     manifest = _manifest(tmp_path / "capped.run")

@@ -96,7 +96,7 @@ def test_a_killed_sft_run_resumes_to_the_state_of_an_uninterrupted_one(tiny_mode
     assert final.keys() == expected.keys()
     assert all((final[k] - expected[k]).abs().max().item() <= 1e-6 for k in final)
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["status"] == "complete" and manifest["pipeline"] == "train-sft"
+    assert manifest["status"] == "complete" and manifest["job"] == "train-sft"
     assert [i["status"] for i in manifest["invocations"]] == ["running", "complete"]  # the killed one never ended
     assert manifest["checkpoints"][-1] == "checkpoint-4" and manifest["counts"] == {"steps": 4}
     assert manifest["resumed_from"].endswith("checkpoint-2") and manifest["train_versions"]["trl"]

@@ -19,7 +19,7 @@ from support.pref_fakes import PREFS_JUDGE
 
 
 def test_generate_rubrics_then_score_rollouts_with_them(tmp_path):
-    from rubricforge.agent.tasks import training_rows
+    from rubricforge.agent.rows import training_rows
     from rubricforge.llm import LLMClient
     from rubricforge.rewards.scorer import RewardScorer, Rollout
 

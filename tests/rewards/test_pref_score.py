@@ -10,7 +10,7 @@ import pytest
 
 from rubricforge.config import Config
 from rubricforge.rewards.prefs import metrics as pm
-from rubricforge.rewards.prefs.report_score import Rating, preference_reward, report_score, weighted_score
+from rubricforge.rewards.prefs.pref_score import Rating, preference_reward, pref_score, pref_score_from_ratings
 from rubricforge.rubric_gen.pref_rubrics import parse_rubric_items, pref_criteria, pref_format_reward
 from rubricforge.schema import Criterion
 from rubricforge.testing import FakeOpenAI
@@ -24,10 +24,10 @@ def _criteria(weights):
 
 def test_s_of_r_given_y_exact_values():
     criteria, ratings = _criteria([5, 3, -2]), {"c0": 10, "c1": 4, "c2": 7}  # v̂ = [1, 1/3, 2/3]
-    assert weighted_score(ratings, criteria) == pytest.approx(0.777778, abs=1e-6)  # Σw = 6
-    assert weighted_score(ratings, criteria, "positive") == pytest.approx(0.583333, abs=1e-6)  # Σ_{w>0} = 8
+    assert pref_score_from_ratings(ratings, criteria) == pytest.approx(0.777778, abs=1e-6)  # Σw = 6
+    assert pref_score_from_ratings(ratings, criteria, "positive") == pytest.approx(0.583333, abs=1e-6)  # Σ_{w>0} = 8
     # Σw ≤ 0 falls back to the positive weights
-    assert weighted_score({"c0": 10, "c1": 1}, _criteria([2, -3])) == pytest.approx(1.0)
+    assert pref_score_from_ratings({"c0": 10, "c1": 1}, _criteria([2, -3])) == pytest.approx(1.0)
 
 
 def test_rating_parse():
@@ -98,7 +98,7 @@ def test_report_score_through_the_judge(tmp_path):
     criteria = pref_criteria(APP_I)  # 10 positive items (weights 5,5,5,4,4,3,3,2,2,1) and 3 error items (-2,-2,-1)
 
     async def run(judge, report):
-        return await report_score(judge, "Please analyse common network failures.", report, criteria)
+        return await pref_score(judge, "Please analyse common network failures.", report, criteria)
 
     with FakeOpenAI(stages=PREFS_JUDGE) as server:
         judge = _judge(tmp_path, server)

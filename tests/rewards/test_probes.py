@@ -28,25 +28,25 @@ def _answer(completion) -> str:
 def test_each_probe_rewrites_only_the_answer_and_keeps_the_rollout():
     ctx = _ctx()
     for probe in P.BUILDERS:
-        variant = P.build(probe, ROLLOUT, ctx)
+        variant = P.make_variant(probe, ROLLOUT, ctx)
         assert variant is not None and variant.example is EXAMPLE
         assert variant.completion.startswith(ROLLOUT[:ROLLOUT.index("<answer>")])  # thoughts and tool calls kept
-    assert _answer(P.build("empty", ROLLOUT, ctx).completion) == ""
-    assert _answer(P.build("refusal", ROLLOUT, ctx).completion) == P.REFUSAL
-    pasted = _answer(P.build("rubric_paste", ROLLOUT, ctx).completion)
+    assert _answer(P.make_variant("empty", ROLLOUT, ctx).completion) == ""
+    assert _answer(P.make_variant("refusal", ROLLOUT, ctx).completion) == P.REFUSAL
+    pasted = _answer(P.make_variant("rubric_paste", ROLLOUT, ctx).completion)
     assert pasted.startswith(ANSWER) and "States the height of 330 metres." in pasted
-    padded = _answer(P.build("padding", ROLLOUT, ctx).completion)
+    padded = _answer(P.make_variant("padding", ROLLOUT, ctx).completion)
     assert padded.startswith(ANSWER) and len(padded) >= P.PAD_FACTOR * len(ANSWER) and P.FILLER in padded
-    stuffed = _answer(P.build("keyword_stuff", ROLLOUT, ctx).completion)
+    stuffed = _answer(P.make_variant("keyword_stuff", ROLLOUT, ctx).completion)
     assert "." not in stuffed and {"height", "metres", "eiffel", "tower"} <= set(stuffed.split())
-    spam = _answer(P.build("citation_spam", ROLLOUT, ctx).completion)
+    spam = _answer(P.make_variant("citation_spam", ROLLOUT, ctx).completion)
     assert spam.count(f'<cite id="{P.SPAM_IDS}">') == 3 and "s1aaaaaaaaa" not in spam
 
 
 def test_wrong_facts_swaps_entities_and_numbers_deterministically():
     ctx = _ctx()
-    wrong = _answer(P.build("wrong_facts", ROLLOUT, ctx).completion)
-    assert wrong == _answer(P.build("wrong_facts", ROLLOUT, ctx).completion)  # the same input, the same variant
+    wrong = _answer(P.make_variant("wrong_facts", ROLLOUT, ctx).completion)
+    assert wrong == _answer(P.make_variant("wrong_facts", ROLLOUT, ctx).completion)  # the same input, the same variant
     assert "Eiffel Tower" not in wrong and "Paris" not in wrong and "330" not in wrong and "1889" not in wrong
     assert any(e in wrong for e in ("Leonardo", "Mona Lisa", "Florence", "Leonardo da Vinci"))
     assert P.entities_in("The tower stands in Paris. It was built by Gustave Eiffel.") == ["Paris", "Gustave Eiffel"]
@@ -55,24 +55,24 @@ def test_wrong_facts_swaps_entities_and_numbers_deterministically():
 def test_a_variant_identical_to_the_honest_response_is_no_item():
     ctx = P.Context({"id": "x", "question": "q", "rubrics": [{"id": "c1", "description": "d", "weight": 1}]}, [])
     honest = "<answer>all lower case, no numbers</answer>"
-    assert P.build("wrong_facts", honest, ctx) is None
-    assert P.build("criteria_order", honest, ctx) is None  # one criterion: no other order
-    reordered = P.build("criteria_order", ROLLOUT, _ctx())
+    assert P.make_variant("wrong_facts", honest, ctx) is None
+    assert P.make_variant("criteria_order", honest, ctx) is None  # one criterion: no other order
+    reordered = P.make_variant("criteria_order", ROLLOUT, _ctx())
     assert reordered.completion == ROLLOUT and [c["id"] for c in reordered.example["rubrics"]] == ["c3", "c2", "c1"]
 
 
 def test_chat_message_rollouts_get_their_last_answer_rewritten():
     messages = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "<think>t</think><answer>A.</answer>"}]
-    out = P.build("refusal", messages, _ctx()).completion
+    out = P.make_variant("refusal", messages, _ctx()).completion
     assert out[0] == messages[0] and out[1]["content"] == f"<think>t</think><answer>{P.REFUSAL}</answer>"
 
 
 def test_the_format_reward_pays_the_tag_soup_in_full():
     """The learning curve's tag soup, before any training: format_mimicry scores what the honest rollout scores."""
     honest = format_reward(parse_trajectory(ROLLOUT)).total
-    soup = format_reward(parse_trajectory(P.build("format_mimicry", ROLLOUT, _ctx()).completion)).total
+    soup = format_reward(parse_trajectory(P.make_variant("format_mimicry", ROLLOUT, _ctx()).completion)).total
     assert honest == soup == pytest.approx(1.0) and P.wins("format_mimicry", honest, soup)
-    assert not P.wins("empty", honest, format_reward(parse_trajectory(P.build("empty", ROLLOUT, _ctx()).completion)).total)
+    assert not P.wins("empty", honest, format_reward(parse_trajectory(P.make_variant("empty", ROLLOUT, _ctx()).completion)).total)
     assert P.wins("criteria_order", 0.5, 0.75) and not P.wins("criteria_order", 0.5, 0.5)
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rubricforge.agent.prompt import agent_system_prompt
-from rubricforge.agent.tasks import training_rows
+from rubricforge.agent.rows import training_rows
 from rubricforge.config import Config
 from rubricforge.errors import UserError
 from rubricforge.rewards.trajectory import parse_trajectory

@@ -145,7 +145,7 @@ def score_gain(tmp_path: Path, model: Path, lr: float, assessor: str = "role") -
     and the requests the judge server got."""
     from datasets import Dataset
 
-    from rubricforge.agent.tasks import training_rows
+    from rubricforge.agent.rows import training_rows
     from rubricforge.llm import LLMClient
     from rubricforge.training.model import load_tokenizer
     from rubricforge.training.score import PolicyAssessor, ScoreLoop, score_args, score_reward

@@ -61,7 +61,7 @@ if TYPE_CHECKING:
 
     from rubricforge.corpora.index_store import CorpusIndex
 
-PIPELINE = "kg"
+JOB_KIND = "kg"
 GRAPH_FILE = Path("kg") / "graph.json"
 PATHS_FILE = "kg_paths.json"
 EXAMPLES_FILE = "kg_examples.jsonl"
@@ -137,7 +137,7 @@ class KGRun:
 
     def __init__(self, cfg: Config, progress: bool):
         self.cfg, self.k, self.show_progress = cfg, cfg.kg, progress
-        self.run_dir = RunDir(cfg.run_dir, PIPELINE)
+        self.run_dir = RunDir(cfg.run_dir, JOB_KIND)
         self.started, self.invocation, self.t0 = now(), uuid.uuid4().hex[:12], time.monotonic()
         self.ledger_path = self.run_dir.ledger_path(self.invocation, uuid.uuid4().hex[:8])
         self.computed: Counter[str] = Counter()
@@ -159,7 +159,7 @@ class KGRun:
         from rubricforge.llm import LLMClient
 
         self.run_dir.path.mkdir(parents=True, exist_ok=True)
-        self.run_dir.check_pipeline()
+        self.run_dir.check_kind()
         self.index = open_index(self.cfg, self.show_progress)
         self.client = LLMClient(self.cfg.llm)
         try:

@@ -75,7 +75,7 @@ if TYPE_CHECKING:
     from rubricforge.pipelines.tree.rules import Embed
     from rubricforge.llm.limits import LimitRegistry
 
-PIPELINE = "tree"
+JOB_KIND = "tree"
 STAGES = ("trees", "candidates", "verdicts")  # the stage logs, in order
 RECORDS = {"trees": (EvidenceTree, "tree"), "candidates": (Candidate, "candidate"),
            "verdicts": (Verification, "verification")}  # each log's record type and field
@@ -271,9 +271,9 @@ def prepare_build(cfg: Config, index: CorpusIndex | None = None, invocation: str
     """Seeds, the resume guards, ``config.yaml`` and a ``running`` manifest (opens ``index`` if not given)."""
     from rubricforge.corpora.indexing import open_index
 
-    run_dir = RunDir(cfg.run_dir, PIPELINE)
+    run_dir = RunDir(cfg.run_dir, JOB_KIND)
     run_dir.path.mkdir(parents=True, exist_ok=True)
-    run_dir.check_pipeline()
+    run_dir.check_kind()
     with contextlib.ExitStack() as stack:
         if index is None:
             index = stack.enter_context(open_index(cfg))
@@ -293,7 +293,7 @@ def finish_build(cfg: Config, plan: BuildPlan, status: str,
                  logs: dict[str, StageLog[Any]] | None = None) -> BuildSummary:
     """The workers' shards merged into the stage logs, then the summary of everything the run directory holds
     for the plan's seeds, also written to the manifest (``logs``: the in-process worker's, already read)."""
-    logs = logs or stage_logs(RunDir(plan.run_dir, PIPELINE))
+    logs = logs or stage_logs(RunDir(plan.run_dir, JOB_KIND))
     for log in logs.values():
         log.merge()
     summary = _summary(cfg, plan, status, logs)
@@ -320,7 +320,7 @@ class TreeWorker:
         from rubricforge.corpora.tools import ToolBox
         from rubricforge.pipelines.tree.evidence_tree import TreeBuilder
 
-        self.cfg, self.run_dir, self.id = cfg, RunDir(cfg.run_dir, PIPELINE), uuid.uuid4().hex[:8]
+        self.cfg, self.run_dir, self.id = cfg, RunDir(cfg.run_dir, JOB_KIND), uuid.uuid4().hex[:8]
         self._own_index = index is None
         self.index = open_index(cfg) if index is None else index
         self.logs = stage_logs(self.run_dir, self.id if sharded else None)
@@ -467,7 +467,7 @@ def _summary(cfg: Config, plan: BuildPlan, status: str, logs: dict[str, StageLog
     from rubricforge.pipelines.tree.verification import is_retained
     from rubricforge.rubric_gen.criteria import candidate_id
 
-    run_dir = RunDir(plan.run_dir, PIPELINE)
+    run_dir = RunDir(plan.run_dir, JOB_KIND)
     wanted = [tree_id_for(s) for s in plan.seeds]
     trees = [t for t in (logs["trees"].item(k) for k in wanted) if t is not None]
     candidates = [c for c in (logs["candidates"].item(candidate_id(k, cfg.build.rubric_source)) for k in wanted)
@@ -510,7 +510,7 @@ def write_manifest(cfg: Config, plan: BuildPlan, status: str, summary: BuildSumm
     counts = None
     if summary is not None:
         counts = {k: v for k, v in summary.to_dict().items() if k not in ("run_dir", "status", "ledger", "warnings", "rows")}
-    RunDir(plan.run_dir, PIPELINE).write_manifest(plan.invocation, plan.started, status, {
+    RunDir(plan.run_dir, JOB_KIND).write_manifest(plan.invocation, plan.started, status, {
         "corpus": {"hash": plan.corpus_hash, "index_dir": str(cfg.index_dir()), "source": cfg.corpus.source},
         "models": plan.models, "prompt_hashes": prompt_hashes(), "tree_settings": plan.settings,
         "rubric_source": cfg.build.rubric_source}, counts)

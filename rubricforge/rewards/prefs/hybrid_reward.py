@@ -4,7 +4,7 @@ R_total = λ_pref R_pref + λ_llm R_llm + R_fmt for one generated rubric y of a 
 
 * R_fmt (§3.3) — −1 when y fails the hard format checks
   (:func:`~rubricforge.rubric_gen.pref_rubrics.parse_rubric_items`), else 0;
-* R_pref (Eq. 3) — +1 when S(r_acc|y) > S(r_rej|y), else −1 (:mod:`rubricforge.rewards.prefs.report_score`);
+* R_pref (Eq. 3) — +1 when S(r_acc|y) > S(r_rej|y), else −1 (:mod:`rubricforge.rewards.prefs.pref_score`);
 * R_llm (App. C.3) — the judge's ``reward: <0.00–4.00>`` for the rubric itself, raw (not rescaled).
 
 An unreadable rubric cannot be scored: R_pref := −1 and R_llm := 0 without any judge call, so with
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from rubricforge.llm.structured import TextAnswer
 from rubricforge.rewards.judging import Judge
-from rubricforge.rewards.prefs.report_score import labelled_number, preference_reward, report_score
+from rubricforge.rewards.prefs.pref_score import labelled_number, preference_reward, pref_score
 from rubricforge.rubric_gen.pref_rubrics import parse_rubric_items, pref_criteria
 
 _REWARD = re.compile(r"reward\s*\**\s*[:：]?\s*\**\s*([0-9]+(?:\.[0-9]+)?)", re.I)
@@ -62,7 +62,7 @@ async def hybrid_reward(judge: Judge, query: str, rubric: str, chosen: str, reje
         return HybridReward(total=-lambda_pref - 1, pref=-1, llm=0.0, fmt=-1)
     criteria = pref_criteria(items)
     s_chosen, s_rejected, llm = await asyncio.gather(
-        report_score(judge, query, chosen, criteria), report_score(judge, query, rejected, criteria),
+        pref_score(judge, query, chosen, criteria), pref_score(judge, query, rejected, criteria),
         llm_rubric_reward(judge, query, rubric))
     pref = preference_reward(s_chosen.value, s_rejected.value)
     total = None if pref is None or llm is None else lambda_pref * pref + lambda_llm * llm

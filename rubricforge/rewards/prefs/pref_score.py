@@ -1,5 +1,5 @@
-"""Scoring a report with a weighted rubric set, S(r|y) (Prefs Eq. 2, App. C.2; docs/methods.md Q-3), and the
-preference-consistency reward R_pref (Eq. 3; docs/methods.md Q-4).
+"""The Prefs score S(r|y) of a report under a weighted rubric set (:func:`pref_score`; Prefs Eq. 2, App. C.2;
+docs/methods.md Q-3), and the preference-consistency reward R_pref (Eq. 3; docs/methods.md Q-4).
 
 The judge rates how well the report matches each item on 1–10 (prompt C.2, ``rating: <n>``; an answer
 outside 1–10 or without a rating is re-prompted, then unscored). Ratings are linearly normalised,
@@ -53,7 +53,7 @@ class Rating(TextAnswer):
 
 
 @dataclass
-class ReportScore:
+class PrefScore:
     value: float | None  # S(r|y); None = unscored
     ratings: dict[str, int | None] = field(default_factory=dict)  # item id -> v_k (1–10) or None
     unscored: int = 0
@@ -64,7 +64,7 @@ def item_text(c: Criterion) -> str:
     return f"{c.title}: {c.description}" if c.title else c.description
 
 
-def weighted_score(ratings: Mapping[str, int], criteria: Sequence[Criterion], denominator: Denominator = "sum"
+def pref_score_from_ratings(ratings: Mapping[str, int], criteria: Sequence[Criterion], denominator: Denominator = "sum"
                    ) -> float:
     """S(r|y) = Σ w_k (v_k − 1)/9 / Σ w_k (Prefs Eq. 2); see the module docstring for the denominator."""
     positive = sum(c.weight for c in criteria if c.weight > 0)
@@ -77,8 +77,8 @@ def weighted_score(ratings: Mapping[str, int], criteria: Sequence[Criterion], de
     return sum(c.weight * (ratings[c.id] - 1) / 9 for c in criteria) / norm
 
 
-async def report_score(judge: Judge, query: str, report: str, criteria: Sequence[Criterion],
-                       denominator: Denominator = "sum", stage: str = "pref_item") -> ReportScore:
+async def pref_score(judge: Judge, query: str, report: str, criteria: Sequence[Criterion],
+                     denominator: Denominator = "sum", stage: str = "pref_item") -> PrefScore:
     """S(r|y) with one C.2 judge call per item (all concurrently; cached by the LLM client). ``stage`` names
     the calls in the judge's counts and the LLM ledger."""
     if not criteria:
@@ -88,8 +88,8 @@ async def report_score(judge: Judge, query: str, report: str, criteria: Sequence
     ratings = {c.id: (a.rating if a is not None else None) for c, a in zip(criteria, answers, strict=True)}
     unscored = sum(v is None for v in ratings.values())
     if unscored:
-        return ReportScore(None, ratings, unscored)
-    return ReportScore(weighted_score(ratings, criteria, denominator), ratings)  # type: ignore[arg-type]
+        return PrefScore(None, ratings, unscored)
+    return PrefScore(pref_score_from_ratings(ratings, criteria, denominator), ratings)  # type: ignore[arg-type]
 
 
 def preference_reward(s_chosen: float | None, s_rejected: float | None) -> int | None:

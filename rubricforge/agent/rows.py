@@ -1,5 +1,6 @@
-"""The agent's tasks (for training, rollouts, DPO pairs): a rubricforge dataset's rows, checked for the columns each
-reward needs, with the agent's prompt.
+"""The agent's training rows (for training, rollouts, DPO pairs): a rubricforge dataset's rows, checked for the
+columns each reward needs, with the agent's prompt. (An evaluation's rows are its task set,
+:mod:`rubricforge.evaluation.tasks`.)
 
 Any layout ``rubricforge reward score`` reads works (an export folder, a run directory, ``trl/``,
 ``data.parquet``, a ``.jsonl``). A row keeps every column (TRL hands them to the reward functions and to

@@ -1,4 +1,4 @@
-"""The flows' tasks: each calls one job function (the flows only wire them together).
+"""The flows' Prefect tasks: each calls one job function (the flows only wire them together).
 
 Tree tasks persist their results under ``<run_dir>/prefect/`` with a cache keyed by their inputs and
 source (not Prefect's DEFAULT policy, which includes the flow run id), so a finished tree is a cache
@@ -83,11 +83,11 @@ def retry_condition(task: Any, task_run: Any, state: Any) -> bool:
 
 
 @task(name="finish", cache_policy=NO_CACHE)
-def finish(cfg: Config, plan: BuildPlan, status: str) -> BuildSummary:
+def finish_tree_build(cfg: Config, plan: BuildPlan, status: str) -> BuildSummary:
     return finish_build(cfg, plan, status)
 
 
 @task(name="export", cache_policy=NO_CACHE)
-def export(cfg: Config, summary: BuildSummary, push_to_hub: str | None,
-           logs: dict[str, StageLog[Any]] | None = None) -> JobResult:
+def export_tree_build(cfg: Config, summary: BuildSummary, push_to_hub: str | None,
+                      logs: dict[str, StageLog[Any]] | None = None) -> JobResult:
     return export_run(cfg, summary, push_to_hub, logs)
