@@ -231,7 +231,9 @@ class KGConfig(Section):
     min_title_chars: int = Field(4, ge=1)  # shorter titles are not matched as mentions
     n_paths: int = Field(6, ge=1)  # subgraphs to sample
     hops: list[int] = Field(default_factory=lambda: [2, 3, 1])  # chain lengths, cycled over the paths
-    branch_every: int = Field(3, ge=0)  # every n-th subgraph has two branches (0: chains only)
+    # every n-th subgraph has two branches (0: chains only). Off: with every hop determining the entity it leads
+    # to (the determinacy check), each branch alone names the answer and a reader needs only one (docs/kg.md)
+    branch_every: int = Field(0, ge=0)
     hub_exponent: float = Field(1.0, ge=0)  # sampling weight of a node: degree ** -hub_exponent
     reach_k: int = Field(5, ge=1)  # reachability: a hop's passage must be in the top-k of a search
     sample_attempts: int = Field(400, ge=1)  # candidate subgraphs tried per sampled one
