@@ -230,7 +230,9 @@ class KGConfig(Section):
     link_passages: int | None = Field(None, ge=1)  # passages scanned for title mentions (None: all)
     min_title_chars: int = Field(4, ge=1)  # shorter titles are not matched as mentions
     n_paths: int = Field(6, ge=1)  # subgraphs to sample
-    hops: list[int] = Field(default_factory=lambda: [2, 3, 1])  # chain lengths, cycled over the paths
+    # chain lengths, cycled over the paths. No 1 by default: a one-hop question is its start entity's one fact, and
+    # hiding that entity's name leaves none ("Which country has the largest city?" for Istanbul -> Turkey, seed 3)
+    hops: list[int] = Field(default_factory=lambda: [2, 3])
     # every n-th subgraph has two branches (0: chains only). Off: with every hop determining the entity it leads
     # to (the determinacy check), each branch alone names the answer and a reader needs only one (docs/kg.md)
     branch_every: int = Field(0, ge=0)
