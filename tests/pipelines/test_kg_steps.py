@@ -179,6 +179,33 @@ def test_an_obfuscation_that_names_the_answer_is_undone():
     assert rec["question"] == compose(MOZAMBIQUE) and rec["drop"] is None and rec["obfuscated_ok"] is False
 
 
+def test_an_obfuscation_that_changes_more_than_the_name_is_undone():
+    """Seed 4 retained "Which river is the fifth-longest in the western region of a continent?" for the Don (the
+    fifth-longest river of Europe, not of Western Europe): the template named Europe inside "Western Europe", the
+    obfuscation rewrote the question to hide it. Seed 1 kept a run-on "Island country …, which country …"."""
+    don = KGPath(id="d", shape="chain", branches=[["we", "europe", "don"]], answer="don", hops=2,
+                 names={"we": "Western Europe", "europe": "Europe", "don": "Don (river)"},
+                 descriptions={"we": "Region of Europe", "europe": "Continent", "don": "River in Russia"},
+                 passage_ids=["p1", "p2"],
+                 edges=[_edge("we", "is the western region of", "europe", "Western Europe is the western region of Europe."),
+                        _edge("don", "is the fifth-longest river in", "europe",
+                              "The Don is the fifth-longest river in Europe.")])
+    aliases = {n: [name] for n, name in don.names.items()}
+    merged = "Which river is the fifth-longest in the western region of a continent?"
+    rec = run(write_question(don, aliases, "River in Russia", Scripted({"question": merged}), 100, rewrite=False))
+    assert rec["undone"] == ["kg_obfuscate: changed more than the name (the question must go on 'is the western "
+                             "region of a continent. Wh')"]
+    assert rec["question"] == compose(don) and rec["drop"] == "question names an intermediate entity (Europe)"
+
+    aliases = {n: [name] for n, name in GIZA.names.items()}
+    run_on = ("Egypt's waterway to the Red Sea, an artificial sea-level waterway in a country, which city is the "
+              "third-largest city in that country?")
+    rec = run(write_question(GIZA, aliases, "City in Greater Cairo, Egypt", Scripted({"question": run_on}), 100,
+                             rewrite=False))
+    assert rec["question"] == compose(GIZA) and rec["drop"] is None and rec["obfuscated_ok"] is False
+    assert rec["undone"][0].startswith("kg_obfuscate: changed more than the name")
+
+
 def test_an_llm_step_that_breaks_a_check_is_undone():
     """The template is obfuscated and rewritten by the generator; a rewrite that names the intermediate entity
     (or drops a hop) is not kept, the step is recorded, and the obfuscated question goes on."""

@@ -108,6 +108,7 @@ def check_determinacy(path: KGPath) -> list[str]:
                                 f"direction) does not determine {b}")
     return failures
 
+
 # Entities a reader names from the noun alone: "Tibet is the highest region on a planet. Which trench is the deepest
 # oceanic trench on that planet?" (seed 0) needs no first hop. Never an intermediate of a path.
 SELF_EVIDENT = frozenset({"Earth", "World", "Universe"})

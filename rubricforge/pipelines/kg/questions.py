@@ -11,7 +11,10 @@
      cannot copy a hidden name; and what the answer is (its corpus description, and that description's noun to
      ask with, "Which <noun> …": the answer-type check reads the same description).
 2. *Obfuscation* replaces each start entity's name with a vaguer description that still identifies it
-   (the corpus's short description when there is one).
+   (the corpus's short description when there is one), and nothing else: an output that does not go on with the
+   question's words after the name is undone (the 1.5B turned "Western Europe is the western region of a
+   continent. Which river is the fifth-longest river in that continent?" into "Which river is the fifth-longest
+   in the western region of a continent?", a question the Don does not answer).
 3. *Rewriting* gives natural user phrasing (query-specific rubrics §3.2), when ``kg.question_rewrite`` is on. It is
    off by default: the checks below compare words, not meaning, and of the 12 rewrites the 1.5B's rows kept, 6
    changed what the question asks or broke it ("the capital of the second-largest metropolitan area in the
@@ -52,6 +55,10 @@ _RELATION_NOUN = re.compile(r"^(?:is|was|are|were)\s+(?:the|a|an)\s+(?:[\w-]+\s+
 
 class Question(BaseModel):
     question: Annotated[str, max_length(QUESTION_CHARS)]
+
+
+def _squeeze(text: str) -> str:
+    return " ".join(text.lower().split())
 
 
 def facts(path: KGPath, masks: dict[str, str] | None = None, aliases: dict[str, list[str]] | None = None) -> str:
@@ -148,9 +155,17 @@ async def write_question(path: KGPath, aliases: dict[str, list[str]], answer_pro
     def problem(question: str) -> str | None:
         return question_problem(question, path, aliases, answer_profile)
 
-    async def step(text: str, prompt: str, stage: str) -> tuple[str | None, str | None]:
+    async def step(text: str, prompt: str, stage: str, keep: str = "") -> tuple[str | None, str | None]:
+        """One LLM step on ``text``; its output is undone when it does not end with ``keep`` (what follows the
+        name an obfuscation replaces), or fails a check ``text`` passed."""
         new, err = await _ask(client, prompt, stage, max_tokens)
-        if new is not None and (why := problem(new)) and not problem(text):
+        if new is None:
+            return new, err
+        if not _squeeze(new).endswith(_squeeze(keep)):
+            why = f"changed more than the name (the question must go on '{keep.strip()[:40]}')"
+        elif (why := problem(new)) and problem(text):
+            why = None  # no worse than its input
+        if why:
             record["undone"].append(f"{stage}: {why}")
             return text, None
         return new, err
@@ -171,11 +186,13 @@ async def write_question(path: KGPath, aliases: dict[str, list[str]], answer_pro
     for start in path.starts():
         if text is None:
             break
-        if not names_in(text, [names[start]]):
+        named = re.search(rf"(?<!\w){re.escape(names[start])}(?!\w)", text, re.IGNORECASE)
+        if named is None:
             continue  # the question already leaves the name out
         desc = path.descriptions.get(start, "")
         text, err = await step(text, render("kg_obfuscate", entity=names[start], question=text,
-                                            description=f" (it is: {desc})" if desc else ""), "kg_obfuscate")
+                                            description=f" (it is: {desc})" if desc else ""), "kg_obfuscate",
+                               keep=text[named.end():])
     record["obfuscated"] = text
     if text is not None and rewrite:
         text, err = await step(text, render("kg_rewrite", question=text), "kg_rewrite")
