@@ -184,6 +184,8 @@ def test_a_criterion_cut_by_the_schema_length_is_taken_back_to_a_sentence_end_or
     ("Capital city of Tatarstan, Russia", "city"), ("1867–1918 empire in Central Europe", "empire"),
     ("Intergovernmental trade organization", "organization"), ("", None),
     ("Country spanning Africa and Asia", "country"),
+    ("Country primarily in Western Europe", "country"),  # France; seed 7 asked "the longest river in a primarily"
+    ("Royal family of the United Kingdom", "family"),
 ])
 def test_described_noun(description, noun):
     assert described_noun(description) == noun

@@ -215,10 +215,11 @@ def predicated_type(question: str) -> str | None:
 
 def described_noun(description: str) -> str | None:
     """The head noun of a corpus description, what the answer is: the last word before the first preposition,
-    comma, dash or participle ("Capital city of Tatarstan, Russia" -> ``"city"``, "Country spanning Africa and
-    Asia" -> ``"country"``); None when there is none."""
-    head = re.split(r"\s(?:of|in|on|at|for|from|with|by|and|or|that|who|which|[a-z]+ing)\s|[,;:(]|\s[–—-]\s",
-                    description.strip())[0]
+    comma, dash, participle or adverb ("Capital city of Tatarstan, Russia" -> ``"city"``, "Country spanning Africa
+    and Asia" -> ``"country"``, "Country primarily in Western Europe" -> ``"country"``); None when there is none."""
+    head = re.split(r"\s(?:of|in|on|at|for|from|with|by|and|or|that|who|which|[a-z]+ing|primarily|mainly|mostly|"
+                    r"largely|partly|chiefly|predominantly|formerly|historically|traditionally|officially)\s|"
+                    r"[,;:(]|\s[–—-]\s", description.strip())[0]
     words = re.findall(r"[A-Za-z]+", head)
     return words[-1].lower() if words else None
 
