@@ -148,7 +148,8 @@ def test_title_links_read_typed_relations_off_sentences_and_keep_links_apart():
 
 def test_a_name_that_modifies_another_persons_noun_is_no_relation_end():
     """The default corpus's sentence that gave seed 1's garbled first hop "a handscroll painting by the Song
-    dynasty" (the painter is Zhang Zeduan); a participle after the name is no such noun."""
+    dynasty" (the painter is Zhang Zeduan); a participle after the name is no such noun. A period after the
+    second name makes the relation one of a time."""
     ps = [Passage(id="p1", title="Along the River During the Qingming Festival",
                   text="Along the River During the Qingming Festival is a handscroll painting by the Song dynasty "
                        "painter Zhang Zeduan (1085–1145)."),
@@ -156,7 +157,11 @@ def test_a_name_that_modifies_another_persons_noun_is_no_relation_end():
           Passage(id="p3", title="Zagros Mountains", text="The Zagros Mountains are a mountain range in West Asia "
                                                            "spanning Iran."),
           Passage(id="p4", title="West Asia", text="West Asia is a region."),
-          Passage(id="p5", title="China", text="China is a country.")]
+          Passage(id="p5", title="China", text="China is a country."),
+          # seed 8 asked "Which style is the art of that continent?" from this sentence
+          Passage(id="p6", title="Romanesque art", text="Romanesque art is the art of Europe from approximately "
+                                                        "1000 AD to the rise of the Gothic style."),
+          Passage(id="p7", title="Europe", text="Europe is a continent.")]
     r = EntityResolver()
     for p in ps:
         r.add_article(p)
