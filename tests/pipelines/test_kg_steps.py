@@ -206,6 +206,22 @@ def test_an_obfuscation_that_changes_more_than_the_name_is_undone():
     assert rec["undone"][0].startswith("kg_obfuscate: changed more than the name")
 
 
+def test_a_template_that_would_hide_an_entity_as_an_entity_is_dropped():
+    """Seed 11: "Kabir is an important personality in an entity. Which language is the sacred language of that
+    entity?" (Hinduism's description, "Range of Indian religious traditions", gives no noun)."""
+    sanskrit = KGPath(id="k", shape="chain", branches=[["kabir", "hinduism", "sanskrit"]], answer="sanskrit", hops=2,
+                      names={"kabir": "Kabir", "hinduism": "Hinduism", "sanskrit": "Sanskrit"},
+                      descriptions={"hinduism": "Range of Indian religious traditions", "sanskrit": "Ancient language"},
+                      passage_ids=["p1", "p2"],
+                      edges=[_edge("kabir", "is an important personality in", "hinduism",
+                                   "Kabir is an important personality in Hinduism."),
+                             _edge("sanskrit", "is the sacred language of", "hinduism",
+                                   "Sanskrit is the sacred language of Hinduism.")])
+    client = Scripted()
+    rec = run(write_question(sanskrit, {}, "Ancient language", client, 100, rewrite=False))
+    assert rec["drop"] == "no noun says what a hidden entity is (Hinduism)" and client.calls == []
+
+
 def test_an_llm_step_that_breaks_a_check_is_undone():
     """The template is obfuscated and rewritten by the generator; a rewrite that names the intermediate entity
     (or drops a hop) is not kept, the step is recorded, and the obfuscated question goes on."""

@@ -4,7 +4,8 @@
    - ``template`` (default): :func:`compose` states the hops in order as sentences, each hidden entity named only
      by its noun ("The Suez Canal is an artificial sea-level waterway in a country. Which city is the
      third-largest city in that country?"). Every hop's relation is written as its sentence states it, so the
-     question needs every hop and asks for nothing the hops do not say. Our reading of §4.1, which has an LLM
+     question needs every hop and asks for nothing the hops do not say. A hidden entity with no noun (neither its
+     description nor its relation gives one) would be "an entity": that subgraph is dropped without a call. Our reading of §4.1, which has an LLM
      write the question: the embedded models wrote none that used every hop (docs/results.md).
    - ``llm``: the generator sees the hops — each hop's relation and its evidence sentence — with the answer and
      the intermediate entities masked (``ANSWER``, ``X1``, ``X2`` ...) and the start entities named, so it
@@ -173,6 +174,9 @@ async def write_question(path: KGPath, aliases: dict[str, list[str]], answer_pro
     text: str | None
     err: str | None = None
     if writer == "template":
+        if vague := [names[n] for n in dict.fromkeys((*path.intermediates(), path.answer)) if _noun(path, n) == "entity"]:
+            record["drop"] = f"no noun says what a hidden entity is ({vague[0]})"  # "… in an entity": no call
+            return record
         text = compose(path)
     else:
         masks = {n: f"X{i}" for i, n in enumerate(dict.fromkeys(path.intermediates()), 1)} | {path.answer: "ANSWER"}
