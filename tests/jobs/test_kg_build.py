@@ -125,7 +125,7 @@ def test_the_run_writes_graph_checked_subgraphs_logs_and_manifest(kg_cfg, refere
     result, run = reference
     s = result.summary
     docs = len((Path(kg_cfg.corpus.path)).read_text().splitlines())
-    assert s.passages >= docs >= 60  # two articles may share a title; long ones are chunked
+    assert s.passages >= docs >= 50  # two articles may share a title; long ones are chunked
     assert s.status == "complete" and s.extracted == 2 and s.paths == N_PATHS
     g = load_graph(run / "kg" / "graph.json")
     stats = json.loads((run / "kg" / "graph_stats.json").read_text())

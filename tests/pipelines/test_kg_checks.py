@@ -149,7 +149,7 @@ def test_title_links_read_typed_relations_off_sentences_and_keep_links_apart():
 def test_a_name_that_modifies_another_persons_noun_is_no_relation_end():
     """The default corpus's sentence that gave seed 1's garbled first hop "a handscroll painting by the Song
     dynasty" (the painter is Zhang Zeduan); a participle after the name is no such noun. A period after the
-    second name makes the relation one of a time."""
+    second name makes the relation one of a time, a restrictive clause one of a part."""
     ps = [Passage(id="p1", title="Along the River During the Qingming Festival",
                   text="Along the River During the Qingming Festival is a handscroll painting by the Song dynasty "
                        "painter Zhang Zeduan (1085–1145)."),
@@ -161,7 +161,10 @@ def test_a_name_that_modifies_another_persons_noun_is_no_relation_end():
           # seed 8 asked "Which style is the art of that continent?" from this sentence
           Passage(id="p6", title="Romanesque art", text="Romanesque art is the art of Europe from approximately "
                                                         "1000 AD to the rise of the Gothic style."),
-          Passage(id="p7", title="Europe", text="Europe is a continent.")]
+          Passage(id="p7", title="Europe", text="Europe is a continent."),
+          # seed 13 asked for Munich as "the largest city in that country" (Germany) from this one
+          Passage(id="p8", title="Munich", text="Munich is the largest city in Germany that is not a state of its own."),
+          Passage(id="p9", title="Germany", text="Germany is a country.")]
     r = EntityResolver()
     for p in ps:
         r.add_article(p)

@@ -222,6 +222,20 @@ def test_a_template_that_would_hide_an_entity_as_an_entity_is_dropped():
     assert rec["drop"] == "no noun says what a hidden entity is (Hinduism)" and client.calls == []
 
 
+def test_a_start_takes_the_article_only_where_its_sentence_gives_it_to_its_name():
+    """Seed 13 wrote "The Cologne is …" from "… people in the Cologne Bonn urban region"."""
+    cologne = KGPath(id="c", shape="chain", branches=[["cologne", "germany", "berlin"]], answer="berlin", hops=2,
+                     names={"cologne": "Cologne", "germany": "Germany", "berlin": "Berlin"},
+                     descriptions={"germany": "Country in Central Europe", "berlin": "Capital of Germany"},
+                     passage_ids=["p1", "p2"],
+                     edges=[_edge("cologne", "is the fourth-most populous city of", "germany",
+                                  "Cologne is the fourth-most populous city of Germany, with over 3.1 million people in "
+                                  "the Cologne Bonn urban region."),
+                            _edge("berlin", "is the most populous city in", "germany",
+                                  "Berlin is the most populous city in Germany.")])
+    assert compose(cologne).startswith("Cologne is the fourth-most populous city of a country.")
+
+
 def test_an_llm_step_that_breaks_a_check_is_undone():
     """The template is obfuscated and rewritten by the generator; a rewrite that names the intermediate entity
     (or drops a hop) is not kept, the step is recorded, and the obfuscated question goes on."""

@@ -9,8 +9,9 @@
   whole names (article titles, the passage's own title among them), the first starting a clause, with only
   a short verb phrase between them (:func:`stated_relation`: "is the capital of", "was succeeded by",
   "married"), that phrase is a typed ``head --relation--> tail`` edge: both entities and the relation's
-  words are in the sentence. Not when a period follows the second name: "Romanesque art is the art of Europe
-  *from* approximately 1000 AD …" states the art of a time, not *the* art of Europe.
+  words are in the sentence. Not when a qualifier follows the second name: "Romanesque art is the art of Europe
+  *from* approximately 1000 AD …" states the art of a time, not *the* art of Europe; "Munich is the largest city in
+  Germany *that* is not a state of its own" is not the largest city in Germany.
 * **LLM relations** (:mod:`.extract`; source ``llm``): typed triples from a slice of passages, each kept
   only when one sentence of its passage writes both names and the relation's words.
 * **Canonicalisation** (:class:`EntityResolver`): surface forms that share a canonical key (case,
@@ -174,7 +175,10 @@ def _subject(toks: list[str], start: int) -> bool:
     return start == 0 or (start == 1 and toks[0] in ("The", "A", "An")) or toks[start - 1] == ","
 
 
-_PERIOD = [[w] for w in "from between until till during since before after".split()]  # a relation of a time
+# after the second name, words that restrict the relation to a time or a part: "the art of Europe from
+# approximately 1000 AD", "the largest city in Germany that is not a state of its own"
+_QUALIFIER = [[w] for w in "from between until till during since before after that which except excluding outside "
+                           "besides".split()]
 
 
 def title_links(passages: Iterable[Passage], resolver: EntityResolver, min_title_chars: int = 4) -> list[KGEdge]:
@@ -216,7 +220,7 @@ def title_links(passages: Iterable[Passage], resolver: EntityResolver, min_title
             for (a0, a1, a), (b0, b1, b) in zip(found, found[1:], strict=False):
                 relation = stated_relation(toks[a1:b0]) if a != b else None
                 if relation and _subject(toks, a0) and whole_name(toks, a0, a1) and whole_name(toks, b0, b1) and \
-                        not _modifier(toks, b1) and toks[b1:b1 + 1] not in _PERIOD and (a, relation, b) not in stated:
+                        not _modifier(toks, b1) and toks[b1:b1 + 1] not in _QUALIFIER and (a, relation, b) not in stated:
                     stated.add((a, relation, b))
                     edges.append(KGEdge(head=a, relation=relation, tail=b, passage_id=p.id,
                                         evidence=clip(sentence, MAX_EVIDENCE_CHARS), source="text"))

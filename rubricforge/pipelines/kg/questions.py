@@ -5,8 +5,9 @@
      by its noun ("The Suez Canal is an artificial sea-level waterway in a country. Which city is the
      third-largest city in that country?"). Every hop's relation is written as its sentence states it, so the
      question needs every hop and asks for nothing the hops do not say. A hidden entity with no noun (neither its
-     description nor its relation gives one) would be "an entity": that subgraph is dropped without a call. Our reading of §4.1, which has an LLM
-     write the question: the embedded models wrote none that used every hop (docs/results.md).
+     description nor its relation gives one) would be "an entity": that subgraph is dropped without a call. Our
+     reading of §4.1, which has an LLM write the question: the embedded models wrote none that used every hop
+     (docs/results.md).
    - ``llm``: the generator sees the hops — each hop's relation and its evidence sentence — with the answer and
      the intermediate entities masked (``ANSWER``, ``X1``, ``X2`` ...) and the start entities named, so it
      cannot copy a hidden name; and what the answer is (its corpus description, and that description's noun to
@@ -97,9 +98,10 @@ def _noun(path: KGPath, node: str) -> str:
 
 
 def _named(path: KGPath, node: str) -> str:
-    """A start entity's name as its evidence writes it: "the Ottoman Empire" when a hop's sentence says so."""
+    """A start entity's name as its evidence writes it: "the Ottoman Empire" when a hop's sentence says so (not
+    "the Cologne" from "the Cologne Bonn urban region")."""
     name = path.names.get(node, node)
-    said = any(re.search(rf"\bthe {re.escape(name)}(?!\w)", e.evidence, re.IGNORECASE)
+    said = any(re.search(rf"\bthe {re.escape(name)}(?!\w)(?!(?-i:\s+[A-Z]))", e.evidence, re.IGNORECASE)
                for e in path.edges if node in (e.head, e.tail))
     return f"the {name}" if said and not name.lower().startswith("the ") else name
 
