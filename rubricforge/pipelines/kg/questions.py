@@ -164,6 +164,7 @@ async def write_question(path: KGPath, aliases: dict[str, list[str]], answer_pro
         new, err = await _ask(client, prompt, stage, max_tokens)
         if new is None:
             return new, err
+        why: str | None
         if not _squeeze(new).endswith(_squeeze(keep)):
             why = f"changed more than the name (the question must go on '{keep.strip()[:40]}')"
         elif (why := problem(new)) and problem(text):
