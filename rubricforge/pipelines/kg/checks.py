@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-from rubricforge.pipelines.kg.graph import WORD, canonical_key, short_forms, whole_name
+from rubricforge.pipelines.kg.graph import WORD, canonical_key, name_pattern, short_forms, whole_name
 from rubricforge.schema import KGPath
 
 STEM = 5  # content words compare by their first letters ("India" ~ "Indian")
@@ -78,7 +78,7 @@ def not_one_question(question: str) -> str | None:
 
 def names_in(text: str, names: list[str]) -> list[str]:
     """The names (case-insensitive, whole words) that ``text`` contains."""
-    return [n for n in names if n and re.search(rf"(?<!\w){re.escape(n)}(?!\w)", text, re.IGNORECASE)]
+    return [n for n in names if n and name_pattern(n).search(text)]
 
 
 def _words(text: str) -> list[str]:
@@ -115,7 +115,7 @@ def uncovered_hops(question: str, path: KGPath) -> list[int]:
     the fourth-longest river in"."""
     bare = question
     for name in sorted({n for n in path.names.values() if n}, key=len, reverse=True):
-        bare = re.sub(rf"(?<!\w){re.escape(name)}(?!\w)", " ", bare, flags=re.IGNORECASE)
+        bare = name_pattern(name).sub(" ", bare)
     asked = _relation_stems(bare)
     conditions = []
     for e in path.edges:

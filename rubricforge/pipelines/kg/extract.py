@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from rubricforge.llm.structured import Str40, Str60
-from rubricforge.pipelines.kg.graph import FUNCTION_WORDS, EntityResolver, sentences
+from rubricforge.pipelines.kg.graph import FUNCTION_WORDS, EntityResolver, name_pattern, sentences
 from rubricforge.pipelines.prompting import render
 from rubricforge.schema import KGEdge, Passage
 
@@ -52,7 +52,7 @@ def stating_sentence(text: str, head: str, relation: str, tail: str) -> str | No
     wanted = _stems(" ".join(w for w in relation.lower().split() if w not in FUNCTION_WORDS and w not in _VERBS))
     if not wanted:
         return None
-    names = [re.compile(rf"(?<!\w){re.escape(n)}(?!\w)", re.IGNORECASE) for n in (head, tail)]
+    names = [name_pattern(n) for n in (head, tail)]
     return next((s for s in sentences(text) if all(n.search(s) for n in names) and wanted <= _stems(s)), None)
 
 

@@ -119,6 +119,11 @@ class EntityResolver:
             node["aliases"].append(surface)
 
 
+def name_pattern(name: str) -> re.Pattern[str]:
+    """``name`` as whole words, any case: "Don" in "the Don flows", not in "Donetsk"."""
+    return re.compile(rf"(?<!\w){re.escape(name)}(?!\w)", re.IGNORECASE)
+
+
 def sentences(text: str) -> list[str]:
     """The sentences of ``text`` (:func:`rubricforge.text.sentence_spans`, the tree's splitter)."""
     return [text[a:b] for a, b in sentence_spans(text)]
@@ -177,8 +182,8 @@ def _subject(toks: list[str], start: int) -> bool:
 
 # after the second name, words that restrict the relation to a time or a part: "the art of Europe from
 # approximately 1000 AD", "the largest city in Germany that is not a state of its own"
-_QUALIFIER = [[w] for w in "from between until till during since before after that which except excluding outside "
-                           "besides".split()]
+_QUALIFIER = frozenset("from between until till during since before after that which except excluding outside "
+                       "besides".split())
 
 
 def title_links(passages: Iterable[Passage], resolver: EntityResolver, min_title_chars: int = 4) -> list[KGEdge]:
@@ -220,7 +225,8 @@ def title_links(passages: Iterable[Passage], resolver: EntityResolver, min_title
             for (a0, a1, a), (b0, b1, b) in zip(found, found[1:], strict=False):
                 relation = stated_relation(toks[a1:b0]) if a != b else None
                 if relation and _subject(toks, a0) and whole_name(toks, a0, a1) and whole_name(toks, b0, b1) and \
-                        not _modifier(toks, b1) and toks[b1:b1 + 1] not in _QUALIFIER and (a, relation, b) not in stated:
+                        not _modifier(toks, b1) and (b1 == len(toks) or toks[b1] not in _QUALIFIER) and \
+                        (a, relation, b) not in stated:
                     stated.add((a, relation, b))
                     edges.append(KGEdge(head=a, relation=relation, tail=b, passage_id=p.id,
                                         evidence=clip(sentence, MAX_EVIDENCE_CHARS), source="text"))

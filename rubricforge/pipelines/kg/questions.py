@@ -41,6 +41,7 @@ from pydantic import BaseModel
 
 from rubricforge.llm.structured import max_length
 from rubricforge.pipelines.kg.checks import described_noun, names_in, part_of_a_name, question_problem
+from rubricforge.pipelines.kg.graph import name_pattern
 from rubricforge.pipelines.prompting import render
 from rubricforge.schema import KGEdge, KGPath
 
@@ -76,7 +77,7 @@ def _masked(text: str, masks: dict[str, str], path: KGPath, aliases: dict[str, l
     forms = sorted(((f, label) for nid, label in masks.items()
                     for f in {path.names.get(nid, nid), *aliases.get(nid, [])} if f), key=lambda x: -len(x[0]))
     for form, label in forms:
-        text = re.sub(rf"(?<!\w){re.escape(form)}(?!\w)", label, text, flags=re.IGNORECASE)
+        text = name_pattern(form).sub(label, text)
     return text
 
 
@@ -193,7 +194,7 @@ async def write_question(path: KGPath, aliases: dict[str, list[str]], answer_pro
     for start in path.starts():
         if text is None:
             break
-        named = re.search(rf"(?<!\w){re.escape(names[start])}(?!\w)", text, re.IGNORECASE)
+        named = name_pattern(names[start]).search(text)
         if named is None:
             continue  # the question already leaves the name out
         desc = path.descriptions.get(start, "")
